@@ -29,7 +29,7 @@ while getopts "s:f:h" o; do
   case $o in
     s) SUITE=$OPTARG ;;
     f) FLAVOR=$OPTARG ;;
-    h) sed -n '2,17p' "$0"; exit 0 ;;
+    h) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) exit 2 ;;
   esac
 done

@@ -57,7 +57,7 @@ while getopts "k:s:f:m:c:t:e:qh" o; do
     t) TIMEOUT=$OPTARG ;;
     e) [[ $OPTARG == *=* ]] || die "-e wants K=V, got $OPTARG"; ENVS+=("$OPTARG") ;;
     q) QUIET=1 ;;
-    h) sed -n '2,32p' "$0"; exit 0 ;;
+    h) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) exit 2 ;;
   esac
 done

@@ -104,3 +104,31 @@ func TestOverallCode(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseManifest checks that any input either fails with errManifest or
+// yields entries that survive a write/parse round trip unchanged.
+func FuzzParseManifest(f *testing.F) {
+	f.Add("example.com/a\t/v2vm/p0\nexample.com/b\t/v2vm/p1\n")
+	f.Add("a\tb\tc")
+	f.Add("\n\n\t\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		pkgs, err := parseManifest(strings.NewReader(in))
+		if err != nil {
+			if !errors.Is(err, errManifest) {
+				t.Fatalf("error %v does not wrap errManifest", err)
+			}
+			return
+		}
+		var b strings.Builder
+		for _, p := range pkgs {
+			if p.importPath == "" || p.dir == "" || strings.ContainsAny(p.importPath+p.dir, "\t\n") {
+				t.Fatalf("bad entry %+v from %q", p, in)
+			}
+			b.WriteString(p.importPath + "\t" + p.dir + "\n")
+		}
+		again, err := parseManifest(strings.NewReader(b.String()))
+		if err != nil || !reflect.DeepEqual(again, pkgs) {
+			t.Fatalf("round trip of %q: %v, %v; want %v", in, again, err, pkgs)
+		}
+	})
+}
