@@ -87,7 +87,7 @@ root=$work/root
 mkdir -p "$root"/{dev,proc,sys,tmp,run,root,v2vm}
 
 # --------------------------------------------------------------- build ----
-(cd "$here/vminit" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$root/init" .) ||
+(cd "$here/vminit" && CGO_ENABLED=0 go build -buildvcs=false -trimpath -ldflags='-s -w' -o "$root/init" .) ||
   die "building test/v2vm/vminit failed"
 
 listing=$(go list -f '{{.ImportPath}}|{{.Dir}}|{{len .TestGoFiles}}|{{len .XTestGoFiles}}' "${pkgs[@]}") ||
