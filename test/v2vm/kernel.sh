@@ -101,7 +101,7 @@ start=$(date +%s)
 if fetch; then
   rm -rf "$CACHE/apt/$SUITE" # 20-50 MB of lists, useless until the next refresh
   rmdir "$CACHE/apt" 2>/dev/null || true
-  note "cached $(cat "$dir/package" | tr '\n' ' ')in $dir ($(($(date +%s) - start))s)"
+  note "cached $(tr '\n' ' ' <"$dir/package")in $dir ($(($(date +%s) - start))s)"
   echo "$dir/vmlinuz"
   exit 0
 fi

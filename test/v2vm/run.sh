@@ -143,7 +143,7 @@ log=$work/console.log
 boot() {
   : >"$log"
   t_qemu=$(now)
-  t_init= t_end=
+  t_init='' t_end=''
   set +e
   timeout -k 5 "$TIMEOUT" qemu-system-x86_64 \
     -nodefaults -no-user-config -display none -no-reboot \
@@ -186,7 +186,7 @@ boot() {
 tries=0
 while :; do
   boot
-  [ "$rc" = 125 ] && [ "$tries" -lt "$RETRIES" ] || break
+  if [ "$rc" != 125 ] || [ "$tries" -ge "$RETRIES" ]; then break; fi
   tries=$((tries + 1))
   note "booting again (retry $tries of $RETRIES)"
 done
