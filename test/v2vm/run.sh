@@ -9,7 +9,9 @@
 # Run it from inside the module, like `go test`. Packages are the arguments up
 # to the first one that starts with "-" (or up to "--"); the rest are test
 # flags: -v, -run X, -count N ... are rewritten to -test.v, -test.run X, ...
-# Without test flags, -test.v is used. All packages share one VM boot; each
+# Without test flags, -test.v is used; without -timeout, each binary gets the
+# VM timeout minus 60 s, so a hung test dumps its goroutines. All packages
+# share one VM boot, and run one after another; each
 # test binary runs as root with CGPILOT_TEST_KERNEL=1 in a directory that holds
 # a copy of its package's testdata/.
 #
@@ -121,6 +123,12 @@ for a in "$@"; do
   fi
   args+=("$a")
 done
+# A raw test binary has no default timeout (go test adds one). Give each a
+# deadline inside the VM's, so a hung test prints its goroutines instead of
+# being cut off silently by the VM timeout.
+if [[ " ${args[*]} " != *" -test.timeout"* ]]; then
+  args+=("-test.timeout=$((TIMEOUT > 90 ? TIMEOUT - 60 : TIMEOUT * 2 / 3))s")
+fi
 printf '%s\n' "${args[@]}" >"$root/v2vm/args"
 printf '%s\n' "${ENVS[@]}" >"$root/v2vm/env"
 
