@@ -3,7 +3,7 @@
 # only cgroup v2 (cgroup_no_v1=all), and exit with the tests' status.
 #
 #   test/v2vm/run.sh [options] <packages...> [test flags...]
-#   test/v2vm/run.sh ./test/v2 -run TestOOM -count 1
+#   test/v2vm/run.sh ./test/v2 -run OOMKill -count 1
 #   make test-v2 PKG=./cgroup/...
 #
 # Run it from inside the module, like `go test`. Packages are the arguments up
@@ -11,9 +11,8 @@
 # flags: -v, -run X, -count N ... are rewritten to -test.v, -test.run X, ...
 # Without test flags, -test.v is used; without -timeout, each binary gets the
 # VM timeout minus 60 s, so a hung test dumps its goroutines. All packages
-# share one VM boot, and run one after another; each
-# test binary runs as root with CGPILOT_TEST_KERNEL=1 in a directory that holds
-# a copy of its package's testdata/.
+# share one VM boot and run one after another, each as root with
+# CGPILOT_TEST_KERNEL=1, in a directory holding a copy of its testdata/.
 #
 # Options:
 #   -k VMLINUZ  V2VM_KERNEL   kernel to boot (default: Debian's, see kernel.sh)
