@@ -53,7 +53,11 @@ type kpod struct {
 // newPod makes a sandbox with one burstable pod and one container laid out
 // as the kubelet's driver and containerd name them, and resolves both
 // through Layout.
-func newPod(t *testing.T, driver cgroup.Driver) kpod {
+func newPod(t *testing.T, driver cgroup.Driver) kpod { return newPodDriver(t, driver) }
+
+func newPodTB(tb testing.TB) kpod { return newPodDriver(tb, cgroup.DriverCgroupfs) }
+
+func newPodDriver(t testing.TB, driver cgroup.Driver) kpod {
 	t.Helper()
 	tier.Kernel(t)
 	s := cgtest.New(t, "cpu", "cpuacct", "cpuset", "memory")
