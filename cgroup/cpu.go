@@ -95,30 +95,6 @@ func (f WeightFormula) SharesToWeight(shares uint64) uint64 {
 	return cgroups.ConvertCPUSharesToCgroupV2Value(shares)
 }
 
-// readCPUUsage reads a cgroup's total CPU time in ns.
-func readCPUUsage(d Dirs) (uint64, error) {
-	if d.Unified {
-		s, err := readFile(d.CPU, "cpu.stat")
-		if err != nil {
-			return 0, err
-		}
-		var st Stats
-		if err := parseCPUStat([]byte(s), true, &st); err != nil {
-			return 0, wrapParse(filepath.Join(d.CPU, "cpu.stat"), []byte(s), err)
-		}
-		return st.CPUUsageNs, nil
-	}
-	s, err := readFile(d.CPUAcct, "cpuacct.usage")
-	if err != nil {
-		return 0, err
-	}
-	n, err := parseUint([]byte(s))
-	if err != nil {
-		return 0, wrapParse(filepath.Join(d.CPUAcct, "cpuacct.usage"), []byte(s), err)
-	}
-	return n, nil
-}
-
 // parseCPUStat fills the CPU fields of st from cpu.stat. v2 reports µs and
 // also carries usage_usec; v1 reports throttled_time in ns.
 func parseCPUStat(b []byte, v2 bool, st *Stats) error {

@@ -97,15 +97,6 @@ func writeFile(dir, name, value string) error {
 	return nil
 }
 
-// exists reports whether a cgroup file exists, without opening it.
-func exists(dir, name string) bool {
-	if checkName(dir, name) != nil {
-		return false
-	}
-	_, err := os.Stat(filepath.Join(dir, name))
-	return err == nil
-}
-
 // heldFile is a cgroup file kept open for repeated pread at offset 0: one
 // syscall per sample, no stat (cgroup file sizes are meaningless), no
 // allocation.
