@@ -54,6 +54,11 @@ func fileErr(op, path, value string, err error, fallback error) error {
 	if kind == nil {
 		kind = fallback
 	}
+	if kind == ErrGone && isDir(filepath.Dir(path)) {
+		// The cgroup is there but the file is not: the controller is not
+		// enabled for it (v2 subtree_control) or the kernel lacks the file.
+		kind = ErrUnsupported
+	}
 	return &FileError{Op: op, Path: path, Value: value, Kind: kind, Err: unwrapPathErr(err)}
 }
 
