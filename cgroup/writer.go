@@ -494,11 +494,7 @@ func (a *applier) currentQuotaFile(d Dirs, q Quota, file string) (string, error)
 // reclaim starts before the hard limit; when growing, memory.max goes first.
 func (a *applier) memory(n *node, narrowing bool) error {
 	s, d := n.t.Set, n.t.Dirs
-	limit := s.MemoryLimit
-	var high *int64
-	if s.MemoryHigh != nil {
-		high = s.MemoryHigh
-	}
+	limit, high := s.MemoryLimit, s.MemoryHigh
 	changed := func(want *int64, cur int64) bool { return want != nil && pageRound(*want) != cur }
 	limitChanged, highChanged := changed(limit, n.memLimit), changed(high, n.memHigh)
 	if !limitChanged && !highChanged {
