@@ -198,6 +198,9 @@ func TestLayoutResolvesEveryDriverRuntimeQoS(t *testing.T) {
 				if err != nil || pod != tc.pod {
 					t.Errorf("PodPath = %q, %v; want %q", pod, err, tc.pod)
 				}
+				if q, err := l.QoSPath(tc.qos); err != nil || q != filepath.Dir(tc.pod) {
+					t.Errorf("QoSPath = %q, %v; want %q", q, err, filepath.Dir(tc.pod))
+				}
 				d, err := l.ContainerDirs(testUID, tc.qos, tc.scheme+"://"+testCID)
 				if err != nil {
 					t.Fatal(err)
