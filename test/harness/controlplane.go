@@ -359,4 +359,3 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
-

@@ -649,4 +649,3 @@ func ctrCleanup(sock string) {
 		ctr("containers", "delete", id)
 	}
 }
-

@@ -195,4 +195,3 @@ func procsMatching(needle string) []int {
 	}
 	return pids
 }
-
