@@ -51,16 +51,17 @@ func startProc(name, logPath string, detach bool, env []string, bin string, args
 	if err := cmd.Start(); err != nil {
 		return ProcRecord{}, fmt.Errorf("%w: %s: %v", ErrStart, name, err)
 	}
-	done := make(chan struct{})
-	children.Store(cmd.Process.Pid, done)
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	st, _ := procStartTime(cmd.Process.Pid)
-	if detach {
-		_ = cmd.Process.Release()
+	// A detached process is reaped by init once we exit; until then a
+	// dead one is a zombie, which Alive treats as gone.
+	if !detach {
+		done := make(chan struct{})
+		children.Store(cmd.Process.Pid, done)
+		go func() {
+			_ = cmd.Wait()
+			close(done)
+		}()
 	}
+	st, _ := procStartTime(cmd.Process.Pid)
 	return ProcRecord{Name: name, PID: cmd.Process.Pid, StartTime: st, Args: append([]string{bin}, args...), Log: logPath}, nil
 }
 
