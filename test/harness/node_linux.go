@@ -282,7 +282,6 @@ func StartNode(ctx context.Context, cp *ControlPlane, o NodeOptions) (n *Node, e
 		"--root-dir="+filepath.Join(dir, "kubelet"),
 		"--cert-dir="+filepath.Join(dir, "kubelet", "pki"),
 		"--hostname-override="+o.Name,
-		"--node-ip=127.0.0.1",
 	); err != nil {
 		return nil, err
 	}
