@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/cgpilot/cgpilot/test/harness"
 	"github.com/cgpilot/cgpilot/test/tier"
 )
@@ -43,14 +46,23 @@ func TestControlPlaneTeardownLeavesNothing(t *testing.T) {
 	assertNoLeaks(t, before, bed)
 }
 
-// TestInterruptTearsDown runs a child test process that starts a control
-// plane, interrupts it with SIGINT as Ctrl-C would, and checks that the
-// harness's signal handler tore everything down before the child exited.
+// TestInterruptTearsDown runs a child test process that starts a test bed
+// (a control plane; as root with the node tier also a node running a pod),
+// interrupts it with SIGINT as Ctrl-C would, and checks that the harness's
+// signal handler tore everything down before the child exited.
 func TestInterruptTearsDown(t *testing.T) {
 	tier.E2E(t)
+	t.Run("control plane", func(t *testing.T) { interruptChild(t, "cp", 2) })
+	t.Run("node", func(t *testing.T) {
+		tier.Node(t)
+		interruptChild(t, "node", 5) // + containerd, kubelet, the pod's shim
+	})
+}
+
+func interruptChild(t *testing.T, mode string, wantProcs int) {
 	before := takeSnapshot(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldControlPlane$", "-test.v")
-	cmd.Env = append(os.Environ(), "CGPILOT_E2E_HELPER=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperHoldTestBed$", "-test.v")
+	cmd.Env = append(os.Environ(), "CGPILOT_E2E_HELPER="+mode)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -59,27 +71,35 @@ func TestInterruptTearsDown(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill() }()
-	var dir string
-	sc := bufio.NewScanner(out)
-	ready := make(chan struct{})
+	defer func() {
+		// If this test fails early, the child must still tear down:
+		// SIGINT, not SIGKILL.
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGINT)
+			_ = cmd.Wait()
+		}
+	}()
+	dirc := make(chan string, 1)
 	go func() {
+		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			line := sc.Text()
 			t.Log("child: " + line)
-			if i := strings.Index(line, "HOLDING "); i >= 0 && dir == "" {
-				dir = strings.TrimSpace(line[i+len("HOLDING "):])
-				close(ready)
+			if i := strings.Index(line, "HOLDING "); i >= 0 {
+				dirc <- strings.TrimSpace(line[i+len("HOLDING "):])
 			}
 		}
 	}()
+	var dir string
 	select {
-	case <-ready:
-	case <-time.After(3 * time.Minute):
-		t.Fatal("child never reported its control plane")
+	case dir = <-dirc:
+	case <-time.After(4 * time.Minute):
+		t.Fatal("child never reported its test bed")
 	}
-	if ps := processesMentioning(dir); len(ps) != 2 {
-		t.Fatalf("child's test bed runs %d processes, want 2 (etcd, kube-apiserver): %v", len(ps), ps)
+	// Node processes carry the dir in their args too; shims carry the
+	// containerd socket, which lies in it.
+	if ps := processesMentioning(dir); len(ps) < wantProcs {
+		t.Fatalf("child's test bed runs %d processes, want at least %d: %v", len(ps), wantProcs, ps)
 	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -91,15 +111,30 @@ func TestInterruptTearsDown(t *testing.T) {
 	assertNoLeaks(t, before, bedRecord{dir: dir})
 }
 
-// TestHelperHoldControlPlane is the child of TestInterruptTearsDown.
-func TestHelperHoldControlPlane(t *testing.T) {
-	if os.Getenv("CGPILOT_E2E_HELPER") != "1" {
+// TestHelperHoldTestBed is the child of TestInterruptTearsDown.
+func TestHelperHoldTestBed(t *testing.T) {
+	mode := os.Getenv("CGPILOT_E2E_HELPER")
+	if mode == "" {
 		t.Skip("helper process of TestInterruptTearsDown")
 	}
 	bins := tier.E2E(t)
-	cp, err := harness.StartControlPlane(context.Background(), harness.Options{BinDir: bins})
+	ctx := context.Background()
+	cp, err := harness.StartControlPlane(ctx, harness.Options{BinDir: bins})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if mode == "node" {
+		n, err := harness.StartNode(ctx, cp, harness.NodeOptions{Name: "cgpilot-interrupted"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cp.Client.CoreV1().Pods("default").Create(ctx, testPod("held", n.Name()), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "pod held running", 2*time.Minute, func() bool {
+			p, err := cp.Client.CoreV1().Pods("default").Get(ctx, "held", metav1.GetOptions{})
+			return err == nil && p.Status.Phase == corev1.PodRunning
+		})
 	}
 	os.Stdout.WriteString("HOLDING " + cp.Dir() + "\n")
 	time.Sleep(5 * time.Minute)

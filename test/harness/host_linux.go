@@ -343,7 +343,11 @@ func deleteNewVeths(before []string) error {
 		if had[l] || !strings.HasPrefix(l, "veth") {
 			continue
 		}
-		if out, err := exec.Command("ip", "link", "delete", l).CombinedOutput(); err != nil {
+		out, err := exec.Command("ip", "link", "delete", l).CombinedOutput()
+		if _, serr := os.Stat(filepath.Join("/sys/class/net", l)); os.IsNotExist(serr) {
+			continue // gone, by us or with its namespace meanwhile
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%w: ip link delete %s: %v: %s", ErrTeardown, l, err, strings.TrimSpace(string(out))))
 		}
 	}

@@ -81,7 +81,7 @@ func findBins(bins string) (string, error) {
 	}
 	out, err := exec.Command("test/k8sbins/build.sh", "--check").Output()
 	if err != nil {
-		return "", errors.New("Kubernetes binaries not built: run make deps (or test/k8sbins/build.sh), or set CGPILOT_K8S_BINS")
+		return "", errors.New("the Kubernetes binaries are not built: run make deps (or test/k8sbins/build.sh), or set CGPILOT_K8S_BINS")
 	}
 	return strings.TrimSpace(string(out)), nil
 }
