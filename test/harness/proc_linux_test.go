@@ -125,7 +125,7 @@ func TestStartFailsWithLogTailAndLeavesNothing(t *testing.T) {
 			if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
 				t.Errorf("state dir %s left behind", dir)
 			}
-			if pids := procsMatching(dir); len(pids) > 0 {
+			if pids := procsMatching(dir); len(pids) > 0 { // any program
 				t.Errorf("processes left: %v", pids)
 			}
 		})
@@ -165,4 +165,26 @@ func waitLog(t *testing.T, path, want string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("%s never showed %q", path, want)
+}
+
+func TestProcsMatchingFiltersByProgram(t *testing.T) {
+	dir := t.TempDir()
+	p, err := startProc("sleeper", filepath.Join(dir, "log"), false, nil, "sh", "-c", "sleep 30 # "+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(time.Second)
+	waitFor := func(want int, programs ...string) {
+		t.Helper()
+		for range 100 {
+			if len(procsMatching(dir, programs...)) == want {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("procsMatching(%s, %v) = %v, want %d", dir, programs, procsMatching(dir, programs...), want)
+	}
+	waitFor(1)
+	waitFor(1, "sh")
+	waitFor(0, "kubelet", "containerd")
 }

@@ -1,18 +1,5 @@
 //go:build linux
 
-// Command testbed starts and stops the local test bed for `make demo` and
-// `make demo-down`:
-//
-//	go run ./test/cmd/testbed up [--node] [--dir DIR] [--bins DIR]
-//	go run ./test/cmd/testbed status [--dir DIR]
-//	go run ./test/cmd/testbed down [--dir DIR]
-//
-// up starts etcd, kube-apiserver, kube-controller-manager and
-// kube-scheduler (and with --node containerd + a kubelet, as root) in DIR
-// ($CGPILOT_DEMO_DIR, default /tmp/cgpilot-demo), writes DIR/kubeconfig and
-// leaves them running; down stops them by their recorded PIDs and removes
-// everything they created. The binaries come from --bins, $CGPILOT_K8S_BINS,
-// or test/k8sbins/build.sh --check.
 package main
 
 import (
@@ -171,6 +158,14 @@ func status(dir string, out io.Writer) error {
 
 func down(dir string, out io.Writer) error {
 	if _, err := os.Stat(filepath.Join(dir, harness.StateFile)); os.IsNotExist(err) {
+		// A crashed run whose directory is gone leaves only the node lock.
+		if b, err := os.ReadFile(harness.NodeLockFile); err == nil && strings.TrimSpace(string(b)) == dir {
+			if err := os.Remove(harness.NodeLockFile); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "no test bed in %s; removed its stale %s\n", dir, harness.NodeLockFile)
+			return nil
+		}
 		fmt.Fprintf(out, "no test bed in %s: nothing to stop\n", dir)
 		return nil
 	}
