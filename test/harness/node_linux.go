@@ -63,6 +63,9 @@ type Node struct {
 // test bed's directory (for `testbed down --dir`).
 const NodeLockFile = "/run/cgpilot-testnode.lock"
 
+// nodeLockPath is NodeLockFile, a variable only for the lock's unit test.
+var nodeLockPath = NodeLockFile
+
 const podSubnet = "10.244.0.0/24"
 
 // KubepodsRoots are the kubelet's top cgroups in every hierarchy.
@@ -125,22 +128,22 @@ func acquireNodeLock(ctx context.Context, dir string, timeout time.Duration) err
 	deadline := time.Now().Add(timeout)
 	st, _ := procStartTime(os.Getpid())
 	for {
-		f, err := os.OpenFile(NodeLockFile, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		f, err := os.OpenFile(nodeLockPath, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 		if err == nil {
 			_, werr := fmt.Fprintf(f, "%s\n%d %d\n", dir, os.Getpid(), st)
 			f.Close()
 			if werr != nil {
-				os.Remove(NodeLockFile)
-				return fmt.Errorf("%w: write %s: %v", ErrStart, NodeLockFile, werr)
+				os.Remove(nodeLockPath)
+				return fmt.Errorf("%w: write %s: %v", ErrStart, nodeLockPath, werr)
 			}
 			return nil
 		}
 		if !os.IsExist(err) {
-			return fmt.Errorf("%w: node lock %s: %v", ErrStart, NodeLockFile, err)
+			return fmt.Errorf("%w: node lock %s: %v", ErrStart, nodeLockPath, err)
 		}
 		holder, owner := readNodeLock()
 		if !owner.Alive() && !nodeAlive(holder) {
-			return fmt.Errorf("%w: %s names %q, whose node is not running (a crashed run?): clean it up with `go run ./test/cmd/testbed down --dir %s`", ErrStart, NodeLockFile, holder, holder)
+			return fmt.Errorf("%w: %s names %q, whose node is not running (a crashed run?): clean it up with `go run ./test/cmd/testbed down --dir %s`", ErrStart, nodeLockPath, holder, holder)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w: another harness node (%s) still runs after %v", ErrStart, holder, timeout)
@@ -155,7 +158,7 @@ func acquireNodeLock(ctx context.Context, dir string, timeout time.Duration) err
 
 // readNodeLock returns the directory and owner recorded in NodeLockFile.
 func readNodeLock() (string, ProcRecord) {
-	b, _ := os.ReadFile(NodeLockFile)
+	b, _ := os.ReadFile(nodeLockPath)
 	dir, rest, _ := strings.Cut(string(b), "\n")
 	var owner ProcRecord
 	if _, err := fmt.Sscanf(rest, "%d %d", &owner.PID, &owner.StartTime); err != nil || owner.PID <= 0 {
