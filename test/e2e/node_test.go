@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -176,4 +177,29 @@ func cpuLimitFile(t *testing.T, n *harness.Node, podUID, ctrID string) (file, at
 	}
 	t.Fatalf("no cpu controller in any hierarchy of %v", n.KubepodsRoots())
 	return "", "", ""
+}
+
+// TestNodeStartFailureLeavesNothing makes StartNode fail at its last step
+// (Node Ready, with a deadline it cannot meet) while containerd and a
+// starting kubelet run, and checks that the failed start undid everything
+// and said why.
+func TestNodeStartFailureLeavesNothing(t *testing.T) {
+	bins := tier.Node(t)
+	before := takeSnapshot(t)
+	if len(before.kubepods) > 0 {
+		t.Skipf("kubepods cgroups exist (%v): another kubelet runs here", before.kubepods)
+	}
+	cp := harness.MustStart(t, bins, harness.Options{})
+	_, err := harness.StartNode(context.Background(), cp, harness.NodeOptions{Name: "cgpilot-doomed", ReadyTimeout: time.Millisecond})
+	if !errors.Is(err, harness.ErrStart) || !strings.Contains(err.Error(), "not Ready within") || !strings.Contains(err.Error(), "kubelet's last log lines") {
+		t.Fatalf("err = %v, want a not-Ready error with the kubelet's log", err)
+	}
+	if cp.State.Node != nil {
+		t.Errorf("node record kept after a clean failed start: %+v", cp.State.Node)
+	}
+	bed := recordBed(cp)
+	if err := cp.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	assertNoLeaks(t, before, bed)
 }
