@@ -58,8 +58,13 @@ func (s *resourceState) add(rp *ResourcePolicy, t time.Time, v float64) {
 // raw is the unclamped estimate: percentile / saturation.
 func (s *resourceState) raw(rp *ResourcePolicy, p float64) float64 {
 	v := s.hist.Percentile(p)
-	if s.fast != nil && p == rp.Percentile {
-		v = max(v, s.fast.Percentile(rp.FastPercentile))
+	if p == rp.Percentile {
+		if rp.ViolationCost > 0 {
+			v = max(v, s.hist.costOptimum(rp.ViolationCost))
+		}
+		if s.fast != nil {
+			v = max(v, s.fast.Percentile(rp.FastPercentile))
+		}
 	}
 	return v / rp.Saturation
 }

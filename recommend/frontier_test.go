@@ -54,8 +54,57 @@ func TestFrontier(t *testing.T) {
 func frontierCandidates() []Policy {
 	var out []Policy
 	v, _ := Preset("vpa")
-	out = append(out, v)
-	b, _ := Preset(DefaultPreset)
-	out = append(out, b)
+	if os.Getenv("CGPILOT_FRONTIER_SWEEP") == "" {
+		b, _ := Preset(DefaultPreset)
+		return append(out, v, b)
+	}
+	base, _ := Preset(DefaultPreset)
+	for _, spec := range strings.Split(os.Getenv("CGPILOT_FRONTIER_SWEEP"), ";") {
+		p := base
+		p.Name = spec
+		for _, kv := range strings.Fields(spec) {
+			k, val, _ := strings.Cut(kv, "=")
+			f, _ := strconv.ParseFloat(val, 64)
+			d, _ := time.ParseDuration(val)
+			for _, r := range []struct {
+				prefix string
+				rp     *ResourcePolicy
+			}{{"c.", &p.CPU}, {"m.", &p.Memory}} {
+				name, ok := strings.CutPrefix(k, r.prefix)
+				if !ok {
+					continue
+				}
+				switch name {
+				case "vc":
+					r.rp.ViolationCost = f
+				case "p":
+					r.rp.Percentile = f
+				case "sat":
+					r.rp.Saturation = f
+				case "hl":
+					r.rp.HalfLife = Duration(d)
+				case "pi":
+					r.rp.PeakInterval = Duration(d)
+				case "fhl":
+					r.rp.FastHalfLife = Duration(d)
+				case "fp":
+					r.rp.FastPercentile = f
+				case "min":
+					r.rp.Min = f
+				case "up":
+					r.rp.UpBand = f
+				case "down":
+					r.rp.DownBand = f
+				case "sdown":
+					r.rp.MaxStepDown = f
+				case "sup":
+					r.rp.MaxStepUp = f
+				default:
+					panic("unknown knob " + k)
+				}
+			}
+		}
+		out = append(out, p)
+	}
 	return out
 }

@@ -468,3 +468,30 @@ func (d *decoder) histogram() (*Histogram, error) {
 	}
 	return h, nil
 }
+
+// costOptimum returns the bucket end x minimising
+// E[(x − u)⁺] + cost·P(u > x) under the histogram's weights, with u taken at
+// its bucket's midpoint; 0 for an empty histogram.
+func (h *Histogram) costOptimum(cost float64) float64 {
+	if h.IsEmpty() || !(h.total > 0) {
+		return 0
+	}
+	// Walk bucket ends upwards: below = weight at or below, moment = Σ w·mid.
+	var below, moment float64
+	best, bestCost := 0.0, math.Inf(1)
+	lo := h.opts.BucketStart(h.min)
+	for b := h.min; b <= h.max; b++ {
+		hi := h.opts.BucketStart(b + 1)
+		if b == h.opts.NumBuckets-1 {
+			hi = lo
+		}
+		below += h.weights[b]
+		moment += h.weights[b] * (lo + hi) / 2
+		c := (hi*below-moment)/h.total + cost*max(h.total-below, 0)/h.total
+		if c < bestCost {
+			best, bestCost = hi, c
+		}
+		lo = hi
+	}
+	return best
+}

@@ -77,6 +77,14 @@ type ResourcePolicy struct {
 	// the target follows it down only when both agree (max of the two), which
 	// reacts to level shifts without forgetting recent bursts.
 	FastHalfLife   Duration `json:"fast_half_life"`
+	// ViolationCost, when > 0, replaces the percentile by the newsvendor
+	// optimum: the target x minimising E[(x − u)⁺] + ViolationCost·P(u > x)
+	// over the decayed histogram, i.e. one sample above the target costs as
+	// much as ViolationCost cores (bytes) of idle reservation. Unlike a fixed
+	// percentile this spends the violation budget where headroom is
+	// expensive: large, bursty containers get tighter targets, small ones
+	// generous ones. Percentile then acts as a floor.
+	ViolationCost float64 `json:"violation_cost"`
 	FastPercentile float64  `json:"fast_percentile"`
 	Min            float64  `json:"min"`
 	Max            float64  `json:"max"`
@@ -108,6 +116,8 @@ func (r ResourcePolicy) validate(name string) error {
 		return bad("fast_half_life", time.Duration(r.FastHalfLife))
 	case r.FastHalfLife > 0 && !(r.FastPercentile > 0 && r.FastPercentile <= 1):
 		return bad("fast_percentile", r.FastPercentile)
+	case !fin(r.ViolationCost) || r.ViolationCost < 0:
+		return bad("violation_cost", r.ViolationCost)
 	case !fin(r.Min) || r.Min < 0:
 		return bad("min", r.Min)
 	case !fin(r.Max) || (r.Max != 0 && r.Max < r.Min):
@@ -198,12 +208,12 @@ func balancedPreset() Policy {
 		Name:   DefaultPreset,
 		Engine: EngineCgpilot,
 		CPU: ResourcePolicy{
-			Percentile: 0.95, Saturation: 1, HalfLife: Duration(12 * time.Hour),
-			Min: 0.01, Round: 0.001, MaxStepDown: 0.5, DownBand: 0.3, UpBand: 0.1,
+			Percentile: 0.5, ViolationCost: 12, Saturation: 1, HalfLife: Duration(12 * time.Hour),
+			Min: 0.025, Round: 0.001, MaxStepDown: 0.5, DownBand: 0.3, UpBand: 0,
 		},
 		Memory: ResourcePolicy{
-			Percentile: 0.95, Saturation: 1, HalfLife: Duration(12 * time.Hour), PeakInterval: Duration(time.Hour),
-			Min: 32 * mib, Round: mib, MaxStepDown: 0.5, DownBand: 0.3, UpBand: 0.1,
+			Percentile: 0.5, ViolationCost: 500e9, Saturation: 1, HalfLife: Duration(12 * time.Hour),
+			Min: 32 * mib, Round: mib, MaxStepDown: 0.5, DownBand: 0.3, UpBand: 0,
 		},
 		MinHistory:         Duration(time.Hour),
 		ConfidenceHistory:  Duration(24 * time.Hour),
