@@ -76,7 +76,7 @@ type ResourcePolicy struct {
 	// FastHalfLife, when set, keeps a second histogram with a shorter memory;
 	// the target follows it down only when both agree (max of the two), which
 	// reacts to level shifts without forgetting recent bursts.
-	FastHalfLife   Duration `json:"fast_half_life"`
+	FastHalfLife Duration `json:"fast_half_life"`
 	// ViolationCost, when > 0, replaces the percentile by the newsvendor
 	// optimum: the target x minimising E[(x − u)⁺] + ViolationCost·P(u > x)
 	// over the decayed histogram, i.e. one sample above the target costs as
@@ -84,15 +84,15 @@ type ResourcePolicy struct {
 	// percentile this spends the violation budget where headroom is
 	// expensive: large, bursty containers get tighter targets, small ones
 	// generous ones. Percentile then acts as a floor.
-	ViolationCost float64 `json:"violation_cost"`
-	FastPercentile float64  `json:"fast_percentile"`
-	Min            float64  `json:"min"`
-	Max            float64  `json:"max"`
-	Round          float64  `json:"round"`
-	MaxStepUp      float64  `json:"max_step_up"`
-	MaxStepDown    float64  `json:"max_step_down"`
-	UpBand         float64  `json:"up_band"`
-	DownBand       float64  `json:"down_band"`
+	ViolationCost  float64 `json:"violation_cost"`
+	FastPercentile float64 `json:"fast_percentile"`
+	Min            float64 `json:"min"`
+	Max            float64 `json:"max"`
+	Round          float64 `json:"round"`
+	MaxStepUp      float64 `json:"max_step_up"`
+	MaxStepDown    float64 `json:"max_step_down"`
+	UpBand         float64 `json:"up_band"`
+	DownBand       float64 `json:"down_band"`
 	// LimitRatio: limit = target × LimitRatio when the container's own
 	// limit/request ratio is unknown; 0 means no limit recommendation.
 	LimitRatio float64 `json:"limit_ratio"`
