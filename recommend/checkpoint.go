@@ -144,8 +144,12 @@ func (r *Recommender) EncodeCheckpoint(now time.Time) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: encode: %w", ErrCheckpoint, err)
 	}
+	return json.Marshal(envelope{Version: CheckpointVersion, Checksum: checksumOf(payload), Payload: payload})
+}
+
+func checksumOf(payload []byte) string {
 	sum := sha256.Sum256(payload)
-	return json.Marshal(envelope{Version: CheckpointVersion, Checksum: "sha256:" + hex.EncodeToString(sum[:]), Payload: payload})
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // SaveCheckpoint writes the state to path atomically: a temporary file in
@@ -241,8 +245,7 @@ func (r *Recommender) DecodeCheckpoint(name string, data []byte) error {
 	if env.Version < 1 || env.Version > CheckpointVersion {
 		return &VersionError{Path: name, Version: env.Version, Supported: CheckpointVersion}
 	}
-	sum := sha256.Sum256(env.Payload)
-	if got := "sha256:" + hex.EncodeToString(sum[:]); got != env.Checksum {
+	if got := checksumOf(env.Payload); got != env.Checksum {
 		return &CorruptCheckpointError{Path: name, Want: env.Checksum, Got: got}
 	}
 	// Version 1 is the only format so far; a v2 decoder would add

@@ -1,0 +1,221 @@
+package recommend
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files and testdata samples")
+
+func fedRecommender(t testing.TB, preset string, containers int) *Recommender {
+	t.Helper()
+	r, err := New(mustPreset(t, preset))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := range containers {
+		id := "pod-" + string(rune('a'+c%26)) + "/c" + string(rune('0'+c/26%10))
+		r.SetResources(id, Resources{CPURequest: 1, CPULimit: 2, MemoryRequest: 1e9, MemoryLimit: 2e9})
+		for i := range 600 {
+			at := t0.Add(time.Duration(i) * 5 * time.Minute)
+			cpu := 0.1 * float64(c%7+1) * (1 + float64(i%13)/13)
+			if err := r.Add(id, Sample{Time: at, CPUCores: cpu, MemoryBytes: 3e8 + float64(c)*1e7 + float64(i%17)*1e6}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c == 0 {
+			if err := r.RecordOOM(id, OOMEvent{Time: t0.Add(40 * time.Hour), UsageBytes: 9e8, LimitBytes: 1e9, RequestBytes: 5e8}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return r
+}
+
+func recommendAll(r *Recommender, at time.Time) map[string]Recommendation {
+	out := map[string]Recommendation{}
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.containers))
+	for id := range r.containers {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		out[id], _ = r.Recommend(id, at)
+	}
+	return out
+}
+
+// TestCheckpointRoundTrip: a restored recommender behaves exactly like the
+// original, now and after more samples, for both engines.
+func TestCheckpointRoundTrip(t *testing.T) {
+	for _, preset := range []string{"vpa", DefaultPreset} {
+		t.Run(preset, func(t *testing.T) {
+			orig := fedRecommender(t, preset, 30)
+			path := filepath.Join(t.TempDir(), "recommend.ckpt")
+			if err := orig.SaveCheckpoint(path, t0); err != nil {
+				t.Fatal(err)
+			}
+			restored, _ := New(mustPreset(t, preset))
+			if err := restored.LoadCheckpoint(path); err != nil {
+				t.Fatal(err)
+			}
+			later := t0.Add(60 * time.Hour)
+			for _, r := range []*Recommender{orig, restored} {
+				for i := range 20 {
+					r.Add("pod-a/c0", Sample{Time: later.Add(time.Duration(i) * time.Minute), CPUCores: 3, MemoryBytes: 2e9})
+				}
+			}
+			if a, b := recommendAll(orig, later.Add(time.Hour)), recommendAll(restored, later.Add(time.Hour)); !reflect.DeepEqual(a, b) {
+				t.Errorf("restored recommender differs:\n%v\n%v", a, b)
+			}
+			entries, _ := os.ReadDir(filepath.Dir(path))
+			if len(entries) != 1 {
+				t.Errorf("directory holds %d entries, want only the checkpoint (no temp files)", len(entries))
+			}
+		})
+	}
+}
+
+func TestCheckpointLoadErrors(t *testing.T) {
+	r := fedRecommender(t, DefaultPreset, 3)
+	good, err := r.EncodeCheckpoint(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env envelope
+	if err := json.Unmarshal(good, &env); err != nil {
+		t.Fatal(err)
+	}
+	reseal := func(payload []byte) []byte {
+		e := env
+		e.Payload = payload
+		e.Checksum = checksumOf(payload)
+		b, _ := json.Marshal(e)
+		return b
+	}
+	var corrupt *CorruptCheckpointError
+	var version *VersionError
+	for _, tc := range []struct {
+		name    string
+		data    []byte
+		wantErr any
+	}{
+		{"not JSON", []byte("{"), &corrupt},
+		{"empty", nil, &corrupt},
+		{"flipped payload byte", bytes.Replace(good, []byte(`"policy":"cgpilot-balanced"`), []byte(`"policy":"cgpilot-balancee"`), 1), &corrupt},
+		{"wrong checksum", bytes.Replace(good, []byte(`sha256:`), []byte(`sha256:00`), 1), &corrupt},
+		{"future version", bytes.Replace(good, []byte(`{"version":1,`), []byte(`{"version":7,`), 1), &version},
+		{"version 0", bytes.Replace(good, []byte(`{"version":1,`), []byte(`{"version":0,`), 1), &version},
+		{"other policy", reseal(bytes.Replace(env.Payload, []byte(`"policy":"cgpilot-balanced"`), []byte(`"policy":"vpa"`), 1)), &corrupt},
+		{"payload version mismatch", reseal(bytes.Replace(env.Payload, []byte(`{"version":1,`), []byte(`{"version":2,`), 1)), &corrupt},
+		{"unknown field", reseal(bytes.Replace(env.Payload, []byte(`{"version":1,`), []byte(`{"version":1,"x":1,`), 1)), &corrupt},
+		{"bad histogram", reseal(bytes.Replace(env.Payload, []byte(`"hist":"`), []byte(`"hist":"AAAA`), 1)), &corrupt},
+		{"negative peak", reseal(bytes.Replace(env.Payload, []byte(`"peak":0`), []byte(`"peak":-1`), 1)), &corrupt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fresh, _ := New(mustPreset(t, DefaultPreset))
+			fresh.Add("existing", Sample{Time: t0, CPUCores: 1, MemoryBytes: 1})
+			path := filepath.Join(t.TempDir(), "ckpt")
+			if err := os.WriteFile(path, tc.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			err := fresh.LoadCheckpoint(path)
+			if !errors.Is(err, ErrCheckpoint) || !errors.As(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %T", err, tc.wantErr)
+			}
+			if fresh.Containers() != 1 {
+				t.Errorf("state changed: %d containers after a failed load", fresh.Containers())
+			}
+			if _, err := os.Stat(path + ".corrupt"); err != nil {
+				t.Errorf("corrupt file not moved aside: %v", err)
+			}
+		})
+	}
+	t.Run("checksum error names both sums", func(t *testing.T) {
+		fresh, _ := New(mustPreset(t, DefaultPreset))
+		err := fresh.DecodeCheckpoint("x", bytes.Replace(good, []byte(`"held":`), []byte(`"held": `), 1))
+		if !errors.As(err, &corrupt) || corrupt.Want != env.Checksum || corrupt.Got == "" || corrupt.Got == corrupt.Want {
+			t.Errorf("err = %#v", err)
+		}
+	})
+	t.Run("missing file", func(t *testing.T) {
+		fresh, _ := New(mustPreset(t, DefaultPreset))
+		if err := fresh.LoadCheckpoint(filepath.Join(t.TempDir(), "none")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("err = %v, want fs.ErrNotExist", err)
+		}
+	})
+}
+
+// TestCheckpointV1Sample keeps a version-1 file in testdata: this build must
+// keep reading it (regenerate only with a deliberate -update).
+func TestCheckpointV1Sample(t *testing.T) {
+	path := filepath.Join("testdata", "checkpoint-v1.json")
+	if *update {
+		r := fedRecommender(t, DefaultPreset, 2)
+		data, err := r.EncodeCheckpoint(t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := New(mustPreset(t, DefaultPreset))
+	if err := r.DecodeCheckpoint(path, data); err != nil {
+		t.Fatal(err)
+	}
+	if r.Containers() != 2 {
+		t.Fatalf("%d containers, want 2", r.Containers())
+	}
+	rec, ok := r.Recommend("pod-a/c0", t0.Add(50*time.Hour))
+	if !ok || !(rec.CPU.Target > 0) || !(rec.Memory.Target > 0) {
+		t.Errorf("recommendation from the v1 sample: %+v %v", rec, ok)
+	}
+	if !strings.Contains(string(data), `"version":1`) {
+		t.Error("sample is not version 1")
+	}
+}
+
+func FuzzDecodeCheckpoint(f *testing.F) {
+	r := fedRecommender(f, DefaultPreset, 2)
+	good, _ := r.EncodeCheckpoint(t0)
+	f.Add(good)
+	v := fedRecommender(f, "vpa", 1)
+	vg, _ := v.EncodeCheckpoint(t0)
+	f.Add(vg)
+	f.Add([]byte(`{"version":2}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, preset := range []string{DefaultPreset, "vpa"} {
+			x, _ := New(mustPreset(t, preset))
+			x.Add("keep", Sample{Time: t0, CPUCores: 1, MemoryBytes: 1})
+			if err := x.DecodeCheckpoint("fuzz", data); err != nil {
+				if !errors.Is(err, ErrCheckpoint) {
+					t.Fatalf("error %v does not wrap ErrCheckpoint", err)
+				}
+				if x.Containers() != 1 {
+					t.Fatal("failed decode changed the state")
+				}
+				continue
+			}
+			// A decoded state must be usable.
+			for id := range recommendAll(x, t0.Add(100*time.Hour)) {
+				x.Add(id, Sample{Time: t0.Add(200 * time.Hour), CPUCores: 1, MemoryBytes: 1e9})
+				x.Recommend(id, t0.Add(201*time.Hour))
+			}
+		}
+	})
+}
