@@ -88,6 +88,20 @@ func (o HistogramOptions) FindBucket(v float64) int {
 	return b
 }
 
+// findBucket is FindBucket with log(Ratio) cached (the same value, so the
+// same bucket).
+func (h *Histogram) findBucket(v float64) int {
+	o := &h.opts
+	if v < o.FirstBucketSize {
+		return 0
+	}
+	b := int(math.Log(v*(o.Ratio-1)/o.FirstBucketSize+1) / h.logRatio)
+	if b >= o.NumBuckets || b < 0 {
+		return o.NumBuckets - 1
+	}
+	return b
+}
+
 // maxDecayExponent is how many half-lives a sample may lie past the
 // reference time before the reference moves forward and all weights are
 // renormalised (VPA uses 100, keeping weights far inside float64 range).
@@ -106,6 +120,9 @@ type Histogram struct {
 	total    float64
 	min, max int // loose bounds of the non-empty buckets, as in VPA
 	ref      time.Time
+	// Derived on the hot path, cached: log(Ratio) and ref + 100 half-lives.
+	logRatio float64
+	maxRef   time.Time
 }
 
 // NewHistogram returns an empty histogram with the given layout.
@@ -113,7 +130,14 @@ func NewHistogram(o HistogramOptions) (*Histogram, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	return &Histogram{opts: o, weights: make([]float64, o.NumBuckets), min: o.NumBuckets - 1}, nil
+	h := &Histogram{opts: o, weights: make([]float64, o.NumBuckets), min: o.NumBuckets - 1}
+	h.derive()
+	return h, nil
+}
+
+func (h *Histogram) derive() {
+	h.logRatio = math.Log(h.opts.Ratio)
+	h.maxRef = h.ref.Add(time.Duration(int64(h.opts.HalfLife) * maxDecayExponent))
 }
 
 func mustHistogram(o HistogramOptions) *Histogram {
@@ -143,7 +167,7 @@ func (h *Histogram) AddSample(value, weight float64, t time.Time) {
 	if !(weight >= 0) || math.IsInf(weight, 0) || math.IsNaN(value) {
 		return
 	}
-	h.addRaw(h.opts.FindBucket(value), weight*h.decayFactor(t))
+	h.addRaw(h.findBucket(value), weight*h.decayFactor(t))
 }
 
 func (h *Histogram) addRaw(b int, w float64) {
@@ -164,7 +188,7 @@ func (h *Histogram) SubtractSample(value, weight float64, t time.Time) {
 		return
 	}
 	w := weight * h.decayFactor(t)
-	b := h.opts.FindBucket(value)
+	b := h.findBucket(value)
 	h.total = subtractToZero(h.total, w, h.opts.Epsilon)
 	h.weights[b] = subtractToZero(h.weights[b], w, h.opts.Epsilon)
 	h.shrinkBounds()
@@ -265,7 +289,7 @@ func (h *Histogram) decayFactor(t time.Time) float64 {
 	if h.opts.HalfLife == 0 {
 		return 1
 	}
-	if t.After(h.ref.Add(time.Duration(int64(h.opts.HalfLife) * maxDecayExponent))) {
+	if t.After(h.maxRef) {
 		h.shiftReference(t)
 	}
 	return math.Exp2(float64(t.Sub(h.ref)) / float64(h.opts.HalfLife))
@@ -274,12 +298,14 @@ func (h *Histogram) decayFactor(t time.Time) float64 {
 func (h *Histogram) shiftReference(t time.Time) {
 	if h.opts.HalfLife == 0 {
 		h.ref = t
+		h.derive()
 		return
 	}
 	t = t.Round(h.opts.HalfLife)
 	exp := int(math.Floor(float64(h.ref.Sub(t))/float64(h.opts.HalfLife) + 0.5))
 	h.scale(math.Ldexp(1, exp))
 	h.ref = t
+	h.derive()
 }
 
 func (h *Histogram) scale(f float64) {
@@ -450,6 +476,7 @@ func (d *decoder) histogram() (*Histogram, error) {
 	if sec == (time.Time{}).Unix() && nsec == 0 {
 		h.ref = time.Time{} // keep IsZero and the exact VPA starting reference
 	}
+	h.derive()
 	prev := -1
 	for range count {
 		gap := d.uvarint()
