@@ -35,7 +35,7 @@ func newUpstream() *upstream {
 		rec: logic.CreatePodResourceRecommender(logic.RecommendationConfig{
 			SafetyMarginFraction: 0.15, PodMinCPUMillicores: 25, PodMinMemoryMb: 250,
 			TargetCPUPercentile: 0.9, LowerBoundCPUPercentile: 0.5, UpperBoundCPUPercentile: 0.95,
-			ConfidenceIntervalCPU: 24 * time.Hour,
+			ConfidenceIntervalCPU:  24 * time.Hour,
 			TargetMemoryPercentile: 0.9, LowerBoundMemoryPercentile: 0.5, UpperBoundMemoryPercentile: 0.95,
 			ConfidenceIntervalMemory: 24 * time.Hour,
 		}),
