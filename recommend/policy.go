@@ -201,6 +201,20 @@ var presets = map[string]func() Policy{
 	"vpa": func() Policy { return Policy{Name: "vpa", Engine: EngineVPA, VPA: DefaultVPAConfig()} },
 	// cgpilot-balanced: see doc.go for how it was chosen on the traces.
 	DefaultPreset: balancedPreset,
+	// platform-sl-*: the platform formula, p95 over a ~1-day window divided
+	// by the expected saturation of the service level, no cost term.
+	"platform-sl-0.4": func() Policy { return platformPreset("platform-sl-0.4", 0.4) },
+	"platform-sl-0.6": func() Policy { return platformPreset("platform-sl-0.6", 0.6) },
+	"platform-sl-0.8": func() Policy { return platformPreset("platform-sl-0.8", 0.8) },
+}
+
+func platformPreset(name string, saturation float64) Policy {
+	p := balancedPreset()
+	p.Name = name
+	for _, rp := range []*ResourcePolicy{&p.CPU, &p.Memory} {
+		rp.Percentile, rp.ViolationCost, rp.Saturation = 0.95, 0, saturation
+	}
+	return p
 }
 
 func balancedPreset() Policy {

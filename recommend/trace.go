@@ -90,10 +90,15 @@ func ReadTrace(r io.Reader, name string) (*Trace, error) {
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		line, _ := cr.FieldPos(0)
 		if err != nil {
+			line := 0
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				line = pe.StartLine
+			}
 			return nil, fmt.Errorf("%w: %s:%d: %w", ErrTrace, name, line, err)
 		}
+		line, _ := cr.FieldPos(0)
 		if len(rec) < need {
 			return nil, fmt.Errorf("%w: %s:%d: %d fields, want at least %d", ErrTrace, name, line, len(rec), need)
 		}
