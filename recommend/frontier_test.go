@@ -53,10 +53,12 @@ func TestFrontier(t *testing.T) {
 
 func frontierCandidates() []Policy {
 	var out []Policy
-	v, _ := Preset("vpa")
 	if os.Getenv("CGPILOT_FRONTIER_SWEEP") == "" {
-		b, _ := Preset(DefaultPreset)
-		return append(out, v, b)
+		for _, name := range PresetNames() {
+			p, _ := Preset(name)
+			out = append(out, p)
+		}
+		return out
 	}
 	base, _ := Preset(DefaultPreset)
 	for _, spec := range strings.Split(os.Getenv("CGPILOT_FRONTIER_SWEEP"), ";") {

@@ -190,16 +190,15 @@ func replaySeries(s *Series, anchor, step, warmup int64, opt *ReplayOptions) *se
 
 // resourceScore accumulates one resource of one series.
 type resourceScore struct {
-	slack, usage        float64
-	viol, viol20        int64
-	ratios              []float64
-	changes             int64
-	prevTarget          float64
-	hasPrev             bool
-	firstScored, lastTS int64
+	slack, usage float64
+	viol, viol20 int64
+	ratios       []float64
+	changes      int64
+	prevTarget   float64
+	hasPrev      bool
 }
 
-func (r *resourceScore) observe(ts int64, u, target float64) {
+func (r *resourceScore) observe(u, target float64) {
 	if target > u {
 		r.slack += target - u
 	}
@@ -234,8 +233,8 @@ func (s *seriesScore) observe(ok bool, ts int64, cpu, mem float64, r Recommendat
 	}
 	s.last = ts
 	s.n++
-	s.cpu.observe(ts, cpu, r.CPU.Target)
-	s.mem.observe(ts, mem, r.Memory.Target)
+	s.cpu.observe(cpu, r.CPU.Target)
+	s.mem.observe(mem, r.Memory.Target)
 }
 
 // scoreAcc sums series scores into trace metrics.
