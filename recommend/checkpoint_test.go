@@ -18,7 +18,24 @@ var update = flag.Bool("update", false, "rewrite golden files and testdata sampl
 
 func fedRecommender(t testing.TB, preset string, containers int) *Recommender {
 	t.Helper()
-	r, err := New(mustPreset(t, preset))
+	return fedWith(t, mustPreset(t, preset), containers)
+}
+
+// v1SamplePolicy is spelled out, not a preset, so that tuning presets never
+// invalidates the committed v1 sample.
+func v1SamplePolicy() Policy {
+	rp := func(cost, minimum, round float64) ResourcePolicy {
+		return ResourcePolicy{Percentile: 0.5, ViolationCost: cost, Saturation: 1, HalfLife: Duration(12 * time.Hour),
+			Min: minimum, Round: round, MaxStepDown: 0.5, DownBand: 0.3}
+	}
+	return Policy{Name: "checkpoint-v1-sample", Engine: EngineCgpilot, CPU: rp(12, 0.025, 0.001), Memory: rp(500e9, 32*mib, mib),
+		MinHistory: Duration(time.Hour), ConfidenceHistory: Duration(24 * time.Hour), ShortHistoryMargin: 1,
+		OOMFactor: 0.2, OOMWindow: Duration(24 * time.Hour)}
+}
+
+func fedWith(t testing.TB, p Policy, containers int) *Recommender {
+	t.Helper()
+	r, err := New(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +178,7 @@ func TestCheckpointLoadErrors(t *testing.T) {
 func TestCheckpointV1Sample(t *testing.T) {
 	path := filepath.Join("testdata", "checkpoint-v1.json")
 	if *update {
-		r := fedRecommender(t, DefaultPreset, 2)
+		r := fedWith(t, v1SamplePolicy(), 2)
 		data, err := r.EncodeCheckpoint(t0)
 		if err != nil {
 			t.Fatal(err)
@@ -174,9 +191,17 @@ func TestCheckpointV1Sample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := New(mustPreset(t, DefaultPreset))
+	r, _ := New(v1SamplePolicy())
 	if err := r.DecodeCheckpoint(path, data); err != nil {
 		t.Fatal(err)
+	}
+	// A policy whose histograms decay differently must not load it.
+	changed := v1SamplePolicy()
+	changed.Memory.HalfLife = Duration(18 * time.Hour)
+	c, _ := New(changed)
+	var ce *CorruptCheckpointError
+	if err := c.DecodeCheckpoint(path, data); !errors.As(err, &ce) || !strings.Contains(err.Error(), "histogram options differ") {
+		t.Errorf("changed half-life: %v", err)
 	}
 	if r.Containers() != 2 {
 		t.Fatalf("%d containers, want 2", r.Containers())
