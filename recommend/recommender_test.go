@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -246,4 +247,42 @@ func Example() {
 	// true
 	// cpu target 0.485 cores, limit 0.970
 	// memory limit 1229 MiB after the OOM kill
+}
+
+// TestFastHistogram: with FastHalfLife the target follows a recent level
+// shift sooner than the slow histogram alone, and survives a checkpoint.
+func TestFastHistogram(t *testing.T) {
+	slow := mustPreset(t, DefaultPreset)
+	slow.CPU.ViolationCost = 0
+	slow.CPU.Percentile = 0.9
+	fast := slow
+	fast.Name = "fast"
+	fast.CPU.FastHalfLife, fast.CPU.FastPercentile = Duration(time.Hour), 0.9
+	targets := map[string]float64{}
+	for _, p := range []Policy{slow, fast} {
+		r, err := New(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := t0
+		for ; at.Before(t0.Add(72 * time.Hour)); at = at.Add(5 * time.Minute) {
+			r.Add("c", Sample{Time: at, CPUCores: 0.2, MemoryBytes: 1e8})
+		}
+		for end := at.Add(time.Hour); at.Before(end); at = at.Add(5 * time.Minute) {
+			r.Add("c", Sample{Time: at, CPUCores: 1.5, MemoryBytes: 1e8})
+		}
+		path := filepath.Join(t.TempDir(), "c")
+		if err := r.SaveCheckpoint(path, at); err != nil {
+			t.Fatal(err)
+		}
+		back, _ := New(p)
+		if err := back.LoadCheckpoint(path); err != nil {
+			t.Fatal(err)
+		}
+		rec, _ := back.Recommend("c", at)
+		targets[p.Name] = rec.CPU.Target
+	}
+	if !(targets["fast"] > 1.5 && targets[slow.Name] < 1) {
+		t.Errorf("targets after a 1 h level shift: %v; want the fast policy above 1.5 cores and the slow one below 1", targets)
+	}
 }
