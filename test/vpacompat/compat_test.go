@@ -1,7 +1,3 @@
-// Package vpacompat proves that recommend's VPA engine equals upstream VPA
-// 1.8.1 (k8s.io/autoscaler/vertical-pod-autoscaler) on the same samples. It
-// is a separate module so that the main module does not carry VPA and its
-// Kubernetes dependencies.
 package vpacompat
 
 import (
