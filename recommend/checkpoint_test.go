@@ -1,8 +1,9 @@
 package recommend
 
 import (
-	"bytes"
-	"encoding/json"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"io/fs"
@@ -109,17 +110,23 @@ func TestCheckpointLoadErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var env envelope
-	if err := json.Unmarshal(good, &env); err != nil {
-		t.Fatal(err)
+	payload := good[checkpointHeader:]
+	// reseal puts a valid header and checksum on a modified payload, so that
+	// the payload decoder itself is exercised.
+	reseal := func(p []byte) []byte {
+		out := append([]byte(nil), good[:12]...)
+		sum := sha256.Sum256(p)
+		return append(append(out, sum[:]...), p...)
 	}
-	reseal := func(payload []byte) []byte {
-		e := env
-		e.Payload = payload
-		e.Checksum = checksumOf(payload)
-		b, _ := json.Marshal(e)
-		return b
+	edit := func(f func([]byte) []byte) []byte { return f(append([]byte(nil), good...)) }
+	withPayload := func(f func([]byte) []byte) []byte { return reseal(f(append([]byte(nil), payload...))) }
+	other := fedRecommender(t, "vpa", 1)
+	otherData, _ := other.EncodeCheckpoint(t0)
+	negative := fedRecommender(t, DefaultPreset, 1)
+	for _, c := range negative.containers {
+		c.mem.held = -1
 	}
+	negData, _ := negative.EncodeCheckpoint(t0)
 	var corrupt *CorruptCheckpointError
 	var version *VersionError
 	for _, tc := range []struct {
@@ -127,17 +134,29 @@ func TestCheckpointLoadErrors(t *testing.T) {
 		data    []byte
 		wantErr any
 	}{
-		{"not JSON", []byte("{"), &corrupt},
 		{"empty", nil, &corrupt},
-		{"flipped payload byte", bytes.Replace(good, []byte(`"policy":"cgpilot-balanced"`), []byte(`"policy":"cgpilot-balancee"`), 1), &corrupt},
-		{"wrong checksum", bytes.Replace(good, []byte(`sha256:`), []byte(`sha256:00`), 1), &corrupt},
-		{"future version", bytes.Replace(good, []byte(`{"version":1,`), []byte(`{"version":7,`), 1), &version},
-		{"version 0", bytes.Replace(good, []byte(`{"version":1,`), []byte(`{"version":0,`), 1), &version},
-		{"other policy", reseal(bytes.Replace(env.Payload, []byte(`"policy":"cgpilot-balanced"`), []byte(`"policy":"vpa"`), 1)), &corrupt},
-		{"payload version mismatch", reseal(bytes.Replace(env.Payload, []byte(`{"version":1,`), []byte(`{"version":2,`), 1)), &corrupt},
-		{"unknown field", reseal(bytes.Replace(env.Payload, []byte(`{"version":1,`), []byte(`{"version":1,"x":1,`), 1)), &corrupt},
-		{"bad histogram", reseal(bytes.Replace(env.Payload, []byte(`"hist":"`), []byte(`"hist":"AAAA`), 1)), &corrupt},
-		{"negative peak", reseal(bytes.Replace(env.Payload, []byte(`"peak":0`), []byte(`"peak":-1`), 1)), &corrupt},
+		{"JSON instead", []byte(`{"version":1}`), &corrupt},
+		{"short header", good[:20], &corrupt},
+		{"bad magic", edit(func(b []byte) []byte { b[0] = 'x'; return b }), &corrupt},
+		{"flipped payload byte", edit(func(b []byte) []byte { b[len(b)-5] ^= 0x40; return b }), &corrupt},
+		{"flipped checksum byte", edit(func(b []byte) []byte { b[20] ^= 1; return b }), &corrupt},
+		{"truncated", good[:len(good)-1], &corrupt},
+		{"future version", edit(func(b []byte) []byte { b[8] = 7; return b }), &version},
+		{"version 0", edit(func(b []byte) []byte { b[8] = 0; return b }), &version},
+		{"payload version mismatch", withPayload(func(p []byte) []byte { p[0] = 2; return p }), &corrupt},
+		{"truncated payload", withPayload(func(p []byte) []byte { return p[:len(p)-9] }), &corrupt},
+		{"trailing payload bytes", withPayload(func(p []byte) []byte { return append(p, 0) }), &corrupt},
+		{"huge container count", withPayload(func(p []byte) []byte {
+			// version, name, engine, time, then the count: rewrite it.
+			d := decoder{buf: p[4:]}
+			d.string(1 << 10)
+			d.string(64)
+			d.time()
+			at := len(p) - len(d.buf)
+			return append(append(p[:at:at], 0xff, 0xff, 0xff, 0xff, 0x0f), p[at+1:]...)
+		}), &corrupt},
+		{"other policy", otherData, &corrupt},
+		{"negative target in force", negData, &corrupt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fresh, _ := New(mustPreset(t, DefaultPreset))
@@ -160,8 +179,10 @@ func TestCheckpointLoadErrors(t *testing.T) {
 	}
 	t.Run("checksum error names both sums", func(t *testing.T) {
 		fresh, _ := New(mustPreset(t, DefaultPreset))
-		err := fresh.DecodeCheckpoint("x", bytes.Replace(good, []byte(`"held":`), []byte(`"held": `), 1))
-		if !errors.As(err, &corrupt) || corrupt.Want != env.Checksum || corrupt.Got == "" || corrupt.Got == corrupt.Want {
+		bad := edit(func(b []byte) []byte { b[len(b)-1] ^= 1; return b })
+		err := fresh.DecodeCheckpoint("x", bad)
+		want := "sha256:" + hex.EncodeToString(good[12:44])
+		if !errors.As(err, &corrupt) || corrupt.Want != want || corrupt.Got == "" || corrupt.Got == want {
 			t.Errorf("err = %#v", err)
 		}
 	})
@@ -176,7 +197,7 @@ func TestCheckpointLoadErrors(t *testing.T) {
 // TestCheckpointV1Sample keeps a version-1 file in testdata: this build must
 // keep reading it (regenerate only with a deliberate -update).
 func TestCheckpointV1Sample(t *testing.T) {
-	path := filepath.Join("testdata", "checkpoint-v1.json")
+	path := filepath.Join("testdata", "checkpoint-v1.bin")
 	if *update {
 		r := fedWith(t, v1SamplePolicy(), 2)
 		data, err := r.EncodeCheckpoint(t0)
@@ -210,7 +231,7 @@ func TestCheckpointV1Sample(t *testing.T) {
 	if !ok || !(rec.CPU.Target > 0) || !(rec.Memory.Target > 0) {
 		t.Errorf("recommendation from the v1 sample: %+v %v", rec, ok)
 	}
-	if !strings.Contains(string(data), `"version":1`) {
+	if binary.LittleEndian.Uint32(data[8:12]) != 1 {
 		t.Error("sample is not version 1")
 	}
 }
@@ -222,7 +243,7 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 	v := fedRecommender(f, "vpa", 1)
 	vg, _ := v.EncodeCheckpoint(t0)
 	f.Add(vg)
-	f.Add([]byte(`{"version":2}`))
+	f.Add(append(append([]byte(nil), good[:8]...), 2, 0, 0, 0))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, preset := range []string{DefaultPreset, "vpa"} {
 			x, _ := New(mustPreset(t, preset))

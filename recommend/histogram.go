@@ -391,11 +391,17 @@ func (h *Histogram) UnmarshalBinary(data []byte) error {
 type decoder struct {
 	buf []byte
 	err error
+	// kind is the sentinel failures wrap (default ErrCorruptHistogram).
+	kind error
 }
 
 func (d *decoder) fail(format string, args ...any) {
 	if d.err == nil {
-		d.err = fmt.Errorf("%w: "+format, append([]any{ErrCorruptHistogram}, args...)...)
+		kind := d.kind
+		if kind == nil {
+			kind = ErrCorruptHistogram
+		}
+		d.err = fmt.Errorf("%w: "+format, append([]any{kind}, args...)...)
 	}
 }
 
@@ -439,7 +445,12 @@ func (d *decoder) varint() int64 {
 	return v
 }
 
-func (d *decoder) histogram() (*Histogram, error) {
+func (d *decoder) histogram() (*Histogram, error) { return d.histogramInto(nil) }
+
+// histogramInto decodes reusing reuse's all-zero weights when the bucket
+// count matches (a fresh histogram whose allocation would otherwise be
+// wasted); on error reuse may hold partial weights.
+func (d *decoder) histogramInto(reuse []float64) (*Histogram, error) {
 	if v := d.byte(); d.err == nil && v != histogramEncodingV1 {
 		d.fail("encoding version %d, want %d", v, histogramEncodingV1)
 	}
@@ -471,7 +482,11 @@ func (d *decoder) histogram() (*Histogram, error) {
 	if !(total >= 0) || math.IsInf(total, 0) {
 		return nil, fmt.Errorf("%w: total weight %v", ErrCorruptHistogram, total)
 	}
-	h := &Histogram{opts: o, weights: make([]float64, nb), total: total, min: int(lo), max: int(hi)}
+	weights := reuse
+	if uint64(len(weights)) != nb {
+		weights = make([]float64, nb)
+	}
+	h := &Histogram{opts: o, weights: weights, total: total, min: int(lo), max: int(hi)}
 	h.ref = time.Unix(sec, int64(nsec))
 	if sec == (time.Time{}).Unix() && nsec == 0 {
 		h.ref = time.Time{} // keep IsZero and the exact VPA starting reference
