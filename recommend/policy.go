@@ -224,12 +224,12 @@ func balancedPreset() Policy {
 		// Chosen on the Bitbrains July and August 2013 traces as the point
 		// with the most even margin to every goal (TestFrontier; see doc.go).
 		CPU: ResourcePolicy{
-			Percentile: 0.5, ViolationCost: 12, Saturation: 1, HalfLife: Duration(12 * time.Hour),
-			Min: 0.05, Round: 0.001, MaxStepDown: 0.5, DownBand: 0.4, UpBand: 0,
+			Percentile: 0.5, ViolationCost: 11, Saturation: 1, HalfLife: Duration(12 * time.Hour),
+			Min: 0.1, Round: 0.001, MaxStepDown: 0.5, DownBand: 0.4, UpBand: 0,
 		},
 		Memory: ResourcePolicy{
 			Percentile: 0.5, ViolationCost: 400e9, Saturation: 1, HalfLife: Duration(18 * time.Hour),
-			Min: 32 * mib, Round: mib, MaxStepDown: 0.5, DownBand: 0.3, UpBand: 0,
+			Min: 100 * mib, Round: mib, MaxStepDown: 0.5, DownBand: 0.3, UpBand: 0,
 		},
 		MinHistory:         Duration(time.Hour),
 		ConfidenceHistory:  Duration(24 * time.Hour),

@@ -218,7 +218,7 @@ func TestPolicyValidateAndParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Name != "mine" || p.CPU.Percentile != 0.8 || time.Duration(p.CPU.HalfLife) != 6*time.Hour || p.CPU.ViolationCost != 12 {
+	if p.Name != "mine" || p.CPU.Percentile != 0.8 || time.Duration(p.CPU.HalfLife) != 6*time.Hour || p.CPU.ViolationCost != 11 {
 		t.Errorf("parsed %+v", p.CPU)
 	}
 	for _, bad := range []string{`{`, `{"base":"nope"}`, `{"cpu":{"half_life":"soon"}}`, `{"cpu":{"percentile":7}}`} {
