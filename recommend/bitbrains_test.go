@@ -1,7 +1,6 @@
 package recommend
 
 import (
-	"fmt"
 	"math"
 	"path/filepath"
 	"testing"
@@ -67,9 +66,9 @@ func TestBitbrainsReference(t *testing.T) {
 					t.Errorf("%s: goal %q missed: %+v vs control %+v", tc.month, g.name, p, c)
 				}
 			}
-			t.Log(fmt.Sprintf("%s: CPU %.3f (%.2fx) / %.4f / %.2f, memory %.3f (%.2fx) / %.5f / %.2f", tc.month,
+			t.Logf("%s: CPU %.3f (%.2fx) / %.4f / %.2f, memory %.3f (%.2fx) / %.5f / %.2f", tc.month,
 				p.CPU.RelativeSlack, p.CPU.RelativeSlack/c.CPU.RelativeSlack, p.CPU.ViolationRate, p.CPU.ChangesPerSeriesDay,
-				p.Memory.RelativeSlack, p.Memory.RelativeSlack/c.Memory.RelativeSlack, p.Memory.ViolationRate, p.Memory.ChangesPerSeriesDay))
+				p.Memory.RelativeSlack, p.Memory.RelativeSlack/c.Memory.RelativeSlack, p.Memory.ViolationRate, p.Memory.ChangesPerSeriesDay)
 		})
 	}
 }
