@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"k8s.io/utils/cpuset"
@@ -39,8 +38,8 @@ type Config struct {
 	KubeletCPUManagerState string `json:"kubeletCPUManagerState,omitempty"`
 	// CgroupRoot is where the v1 hierarchies (or the v2 tree) are mounted.
 	CgroupRoot string `json:"cgroupRoot,omitempty"`
-	// CgroupParent is the kubelet's cgroup root below each hierarchy
-	// (cgroupfs driver: "kubepods"). Tests point it at their own parent.
+	// CgroupParent is the kubepods cgroup as a path from each hierarchy's
+	// root (cgroupfs driver: "/kubepods"). Tests point it at their own parent.
 	CgroupParent string `json:"cgroupParent,omitempty"`
 	// SweepInterval is the backstop for missed cgroup creations and drift.
 	SweepInterval Duration `json:"sweepInterval,omitempty"`
@@ -85,7 +84,7 @@ func DefaultConfig() Config {
 		CheckpointPath:         "/var/lib/cgpilot/cpu_pools.checkpoint",
 		KubeletCPUManagerState: "/var/lib/kubelet/cpu_manager_state",
 		CgroupRoot:             "/sys/fs/cgroup",
-		CgroupParent:           "kubepods",
+		CgroupParent:           "/kubepods",
 		SweepInterval:          Duration{10 * time.Second},
 		HealthAddr:             "127.0.0.1:9464",
 		SocketPath:             "/run/cgpilot/agent.sock",
@@ -145,8 +144,8 @@ func (c Config) Validate() error {
 	if c.KubeletCPUManagerState != "" && !filepath.IsAbs(c.KubeletCPUManagerState) {
 		return bad("kubeletCPUManagerState", c.KubeletCPUManagerState, "want an absolute path or empty")
 	}
-	if c.CgroupParent == "" || filepath.IsAbs(c.CgroupParent) || filepath.Clean(c.CgroupParent) != c.CgroupParent || hasDotDot(c.CgroupParent) {
-		return bad("cgroupParent", c.CgroupParent, "want a clean relative path below each hierarchy")
+	if !filepath.IsAbs(c.CgroupParent) || filepath.Clean(c.CgroupParent) != c.CgroupParent || c.CgroupParent == "/" {
+		return bad("cgroupParent", c.CgroupParent, "want a clean absolute path from each hierarchy's root, not /")
 	}
 	if c.SweepInterval.Duration < 100*time.Millisecond || c.SweepInterval.Duration > time.Hour {
 		return bad("sweepInterval", c.SweepInterval.Duration, "want 100ms to 1h")
@@ -157,15 +156,6 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
-}
-
-func hasDotDot(p string) bool {
-	for _, part := range strings.Split(p, "/") {
-		if part == ".." {
-			return true
-		}
-	}
-	return false
 }
 
 func ptrString(f *float64) string {

@@ -11,13 +11,13 @@ import (
 
 func TestLoadConfigFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.yaml")
-	os.WriteFile(path, []byte("reservedCPUs: \"0\"\nexclusiveCap: 0.5\novercommitRatio: 1.5\nmanagedNamespaces: [a, b]\nsweepInterval: 2s\ncgroupParent: x/kubepods\n"), 0o600)
+	os.WriteFile(path, []byte("reservedCPUs: \"0\"\nexclusiveCap: 0.5\novercommitRatio: 1.5\nmanagedNamespaces: [a, b]\nsweepInterval: 2s\ncgroupParent: /x/kubepods\n"), 0o600)
 	c, err := LoadConfigFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.ReservedCPUs != "0" || *c.ExclusiveCap != 0.5 || c.OvercommitRatio != 1.5 || c.SweepInterval.Duration != 2*time.Second ||
-		len(c.ManagedNamespaces) != 2 || c.CgroupParent != "x/kubepods" {
+		len(c.ManagedNamespaces) != 2 || c.CgroupParent != "/x/kubepods" {
 		t.Fatalf("parsed %+v", c)
 	}
 	if c.IgnoredNamespaces[0] != "kube-system" || c.CheckpointPath != DefaultConfig().CheckpointPath {
@@ -37,9 +37,10 @@ func TestConfigInvalid(t *testing.T) {
 		{"overcommit below 1", "overcommitRatio: 0.5\n", "overcommitRatio"},
 		{"relative checkpoint", "checkpointPath: cp\n", "checkpointPath"},
 		{"relative cgroup root", "cgroupRoot: sys\n", "cgroupRoot"},
-		{"absolute parent", "cgroupParent: /kubepods\n", "cgroupParent"},
-		{"escaping parent", "cgroupParent: a/../../b\n", "cgroupParent"},
-		{"unclean parent", "cgroupParent: a//b\n", "cgroupParent"},
+		{"relative parent", "cgroupParent: kubepods\n", "cgroupParent"},
+		{"escaping parent", "cgroupParent: /a/../../b\n", "cgroupParent"},
+		{"unclean parent", "cgroupParent: /a//b\n", "cgroupParent"},
+		{"root parent", "cgroupParent: /\n", "cgroupParent"},
 		{"sweep too short", "sweepInterval: 1ms\n", "sweepInterval"},
 		{"sweep not a duration", "sweepInterval: soon\n", "soon"},
 		{"empty namespace", "ignoredNamespaces: [\"\"]\n", "namespaces"},
