@@ -7,7 +7,8 @@ import (
 )
 
 // ErrCgroupWrite is wrapped by every failed cgroup write the pool manager
-// reports (the backend's own error, naming file, value and errno, is kept).
+// reports (the cgroup package's own error, naming file, value and errno,
+// is kept in the chain).
 var ErrCgroupWrite = errors.New("cgroup write failed")
 
 // QoSClass is a pod's QoS class as spelled in the Kubernetes API.
@@ -19,38 +20,38 @@ const (
 	QoSBestEffort QoSClass = "BestEffort"
 )
 
-// cpusWrite is one cgroup's wanted cpuset.cpus. Paths are from each
-// hierarchy's root ("/kubepods/burstable/pod<uid>").
-type cpusWrite struct {
-	Path string
-	CPUs cpuset.CPUSet
-	// WidenOnly: make the cgroup a superset of CPUs, never narrow it (QoS
-	// parents hold pods of both pools).
-	WidenOnly bool
+// podCgroupPlan is one pod's wanted cpuset. Paths are from each hierarchy's
+// root ("/kubepods/burstable/pod<uid>").
+type podCgroupPlan struct {
+	UID        string
+	Path       string   // the pod cgroup
+	Containers []string // its child cgroups (containers and sandbox)
+	CPUs       cpuset.CPUSet
+	// UnlimitedQuota removes the CFS quota of the pod and its containers
+	// (exclusive pods own their cores; throttling them only hurts).
+	UnlimitedQuota bool
 }
 
 // cgroupBackend is all the pool manager needs from the cgroup package. It
-// is an interface so pure planning is unit-tested on a recording fake; the
-// real implementation writes the kernel's files.
+// is an interface so that planning is unit-tested on a recording fake; the
+// real implementation (cgroups_linux.go) hands each plan to cgroup.Writer.
 type cgroupBackend interface {
 	// PodPath is the pod cgroup's path from each hierarchy root.
 	PodPath(uid string, qos QoSClass) (string, error)
 	// QoSPaths are the parents of pod cgroups (kubepods and its QoS dirs).
 	QoSPaths() []string
-	// Children lists the child cgroups (containers, sandbox) of path;
-	// a missing path gives os.ErrNotExist.
+	// Children lists the child cgroups of path; a missing path gives an
+	// error wrapping os.ErrNotExist.
 	Children(path string) ([]string, error)
 	// ReadCPUs reads cpuset.cpus.
 	ReadCPUs(path string) (cpuset.CPUSet, error)
-	// ApplyCPUs writes levels (index 0 = top) in leveled order: a first
-	// pass top-down widens every cgroup to the union of its old and new set,
-	// a second pass bottom-up writes the new sets. It returns the number of
-	// writes per path and the failures by path (one failed cgroup does not
-	// stop the others); missing cgroups are skipped, not errors.
-	ApplyCPUs(levels [][]cpusWrite) (written map[string]int, failed map[string]error)
-	// SetUnlimitedQuota removes the CFS quota of path and its children,
-	// parent first (v1: -1, v2: max).
-	SetUnlimitedQuota(path string) error
+	// WidenCPUs makes path's cpuset a superset of cpus (QoS parents hold
+	// pods of both pools, so they are only ever widened).
+	WidenCPUs(path string, cpus cpuset.CPUSet) (written int, err error)
+	// ApplyPod writes one pod's plan in leveled order (widen top-down,
+	// narrow bottom-up) and returns the paths it wrote. A pod whose cgroup
+	// does not exist yet is not an error: nothing is written.
+	ApplyPod(p podCgroupPlan) (written []string, err error)
 	// CPUSetDir is the directory of path in the cpuset hierarchy (the one
 	// watched for new cgroups).
 	CPUSetDir(path string) string

@@ -3,7 +3,9 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"k8s.io/utils/cpuset"
@@ -241,15 +243,17 @@ func (m *Pools) Sweep(all []podInfo) syncResult {
 	return res
 }
 
-// apply writes the targets of pods (untouched ones skipped) in one leveled
-// batch: QoS parents widened, then pods, then their containers.
+// apply writes the targets of pods (untouched ones skipped): first the QoS
+// parents are widened to cover every target, then each pod and its
+// containers in leveled order. One pod's failure does not stop the others.
 func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
-	type podDir struct {
-		uid, path string
-		want      cpuset.CPUSet
-		exclusive bool
+	fail := func(uid string, err error) {
+		if res.Failed == nil {
+			res.Failed = map[string]error{}
+		}
+		res.Failed[uid] = errors.Join(res.Failed[uid], err)
 	}
-	var dirs []podDir
+	var plans []podCgroupPlan
 	union := cpuset.New()
 	for _, p := range pods {
 		if p.Untouched {
@@ -258,79 +262,52 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 		want, excl := m.target(p)
 		pp, err := m.cg.PodPath(p.UID, p.QoS)
 		if err != nil {
-			if res.Failed == nil {
-				res.Failed = map[string]error{}
-			}
-			res.Failed[p.UID] = fmt.Errorf("%w: pod %s: %v", ErrCgroupWrite, p.Key, err)
+			fail(p.UID, fmt.Errorf("%w: pod %s: %v", ErrCgroupWrite, p.Key, err))
 			continue
 		}
-		dirs = append(dirs, podDir{p.UID, pp, want, excl})
+		children, _ := m.cg.Children(pp) // missing pod dir: not created yet
+		plans = append(plans, podCgroupPlan{UID: p.UID, Path: pp, Containers: children, CPUs: want, UnlimitedQuota: excl})
 		union = union.Union(want)
 	}
-	sort.Slice(dirs, func(i, j int) bool { return dirs[i].path < dirs[j].path })
-	levels := make([][]cpusWrite, 3)
-	for _, q := range m.cg.QoSPaths() {
-		levels[0] = append(levels[0], cpusWrite{Path: q, CPUs: union, WidenOnly: true})
-	}
-	owner := map[string]string{}
-	for _, d := range dirs {
-		levels[1] = append(levels[1], cpusWrite{Path: d.path, CPUs: d.want})
-		owner[d.path] = d.uid
-		children, _ := m.cg.Children(d.path) // missing pod dir: not created yet
-		for _, c := range children {
-			levels[2] = append(levels[2], cpusWrite{Path: c, CPUs: d.want})
-			owner[c] = d.uid
-		}
-	}
-	if union.IsEmpty() {
-		levels[0] = nil
-	}
-	written, failed := m.cg.ApplyCPUs(levels)
-	for p, err := range failed {
-		uid := owner[p]
-		if uid == "" {
-			uid = trigger // a QoS parent failed: report it on the pod that caused the batch
-		}
-		if uid == "" {
-			continue
-		}
-		if res.Failed == nil {
-			res.Failed = map[string]error{}
-		}
-		res.Failed[uid] = errors.Join(res.Failed[uid], err)
-	}
-	for _, d := range dirs {
-		if _, bad := res.Failed[d.uid]; bad {
-			continue
-		}
-		if d.exclusive {
-			if err := m.cg.SetUnlimitedQuota(d.path); err != nil {
-				if res.Failed == nil {
-					res.Failed = map[string]error{}
-				}
-				res.Failed[d.uid] = err
-				continue
+	total := 0
+	if !union.IsEmpty() {
+		for _, q := range m.cg.QoSPaths() {
+			n, err := m.cg.WidenCPUs(q, union)
+			total += n
+			if err != nil && trigger != "" {
+				fail(trigger, err) // reported on the pod that caused the batch
 			}
+		}
+	}
+	sort.Slice(plans, func(i, j int) bool { return plans[i].Path < plans[j].Path })
+	for _, pl := range plans {
+		written, err := m.cg.ApplyPod(pl)
+		total += len(written)
+		if err != nil {
+			fail(pl.UID, err)
 		}
 		// Drift: a cgroup we had already set, rewritten although the pod's
 		// target did not change (a new container's first write is not drift).
-		prev, seen := m.applied[d.uid]
-		for p, n := range written {
-			if n > 0 && owner[p] == d.uid && seen && prev.Equals(d.want) && m.known[p] {
+		prev, seen := m.applied[pl.UID]
+		for _, w := range written {
+			dir := w
+			if strings.HasPrefix(filepath.Base(w), "cpu") {
+				dir = filepath.Dir(w)
+			}
+			if seen && prev.Equals(pl.CPUs) && m.known[dir] {
 				res.Drift++
 				if res.DriftUIDs == nil {
 					res.DriftUIDs = map[string]int{}
 				}
-				res.DriftUIDs[d.uid]++
+				res.DriftUIDs[pl.UID]++
 			}
 		}
-		m.applied[d.uid] = d.want
-	}
-	total := 0
-	for p, n := range written {
-		total += n
-		if _, bad := failed[p]; !bad {
-			m.known[p] = true
+		if err == nil {
+			m.applied[pl.UID] = pl.CPUs
+			m.known[m.cg.CPUSetDir(pl.Path)] = true
+			for _, c := range pl.Containers {
+				m.known[m.cg.CPUSetDir(c)] = true
+			}
 		}
 	}
 	return total
