@@ -117,7 +117,7 @@ func allowed(t testing.TB, pid int) string {
 	return ""
 }
 
-func testLogger(t *testing.T) logr.Logger { return testr.New(t) }
+func testLoggerTB(t testing.TB) logr.Logger { return testr.NewWithInterface(t, testr.Options{}) }
 
 // TestKernelPools drives the pool manager against real v1 cgroups with real
 // busy processes: an exclusive pod gets its core and no quota, the shared
