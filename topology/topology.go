@@ -79,6 +79,7 @@ type Topology struct {
 	// Node Tuning Operator model); empty when nothing is isolated.
 	Reserved cpuset.CPUSet
 	index    map[int]int // CPU id -> position in CPUs
+	ai       *allocIndex // cores for the allocator, built once
 }
 
 // Warning describes a degraded part of a topology that is still usable.
@@ -227,5 +228,6 @@ func (t *Topology) finish() error {
 	if t.Reserved.IsEmpty() {
 		t.Reserved = cpuset.New()
 	}
+	t.ai = buildAllocIndex(t)
 	return nil
 }
