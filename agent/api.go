@@ -53,6 +53,7 @@ type TopologyView struct {
 	CPUs     string `json:"cpus"`
 	Reserved string `json:"reserved"`
 	Source   string `json:"source"`
+	Machine  string `json:"machine,omitempty"`
 }
 
 // ExplainView is `cgpilotctl explain POD`: every input of the decision and
@@ -188,7 +189,7 @@ func (c *controller) apiHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/topology", func(w http.ResponseWriter, r *http.Request) {
 		st := c.pools.State()
-		reply(w, TopologyView{CPUs: st.All().String(), Reserved: st.Reserved().String(), Source: c.pools.topologySource}, nil)
+		reply(w, TopologyView{CPUs: st.All().String(), Reserved: st.Reserved().String(), Source: c.pools.topologySource, Machine: c.topo}, nil)
 	})
 	mux.HandleFunc("GET /v1/explain", func(w http.ResponseWriter, r *http.Request) {
 		key := r.URL.Query().Get("pod")

@@ -212,7 +212,6 @@ func BenchmarkSharedPoolRefresh200(b *testing.B) {
 	}
 }
 
-
 // BenchmarkSharedPoolRefresh200E2E: the same refresh end to end on the real
 // API server: the exclusive pod's cpu-pool annotation is switched, and the
 // clock stops when the last of 200 shared containers holds the new pool.

@@ -30,7 +30,7 @@ func Reason(err error) string {
 	}{
 		{ErrTooManyCPUs, "TooManyCPUs"}, {ErrCapExceeded, "CapExceeded"}, {ErrInsufficientCPUs, "InsufficientCPUs"},
 		{ErrCPUTaken, "CPUsTaken"}, {ErrReservedOverlap, "ReservedOverlap"}, {ErrCPUOffline, "CPUsNotOnNode"},
-		{ErrNoCPUDemand, "NoCPUCount"}, {ErrInvalidAnnotation, "InvalidAnnotation"}, {ErrCheckpointWrite, "CheckpointWriteFailed"},
+		{ErrNoCPUDemand, "NoCPUCount"}, {ErrNoFit, "TopologyNoFit"}, {ErrInvalidAnnotation, "InvalidAnnotation"}, {ErrCheckpointWrite, "CheckpointWriteFailed"},
 	} {
 		if errors.Is(err, r.err) {
 			return r.reason

@@ -44,6 +44,7 @@ type controller struct {
 	known   map[string]*knownPod // key -> last seen identity (for deletes)
 	kubelet kubeletStatic
 	node    string // last node annotations written (JSON of both)
+	topo    string // topology summary for the local API
 }
 
 type knownPod struct {

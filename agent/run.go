@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/cpuset"
+
+	"github.com/cgpilot/cgpilot/topology"
 )
 
 // Run runs the agent until ctx is cancelled: informer, workers, cgroup
@@ -52,7 +54,7 @@ func Run(ctx context.Context, cfg Config, log logr.Logger) error {
 
 // newController builds everything that does not yet talk to the API server.
 func newController(ctx context.Context, cfg Config, cs kubernetes.Interface, log logr.Logger) (*controller, error) {
-	all, source, err := discoverCPUs(cfg)
+	all, source, topo, err := discoverCPUs(cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -81,11 +83,15 @@ func newController(ctx context.Context, cfg Config, cs kubernetes.Interface, log
 	}
 	state := &checkpointState{memState: newMemState(all, cfg.reserved()), file: cfg.CheckpointPath}
 	pol := policy{alloc: firstFit{}, capFraction: *cfg.ExclusiveCap}
+	if topo != nil {
+		pol.alloc = topologyAllocator{topo}
+	}
 	if cfg.OvercommitRatio > 0 {
 		pol.sellable = c.sellable
 	}
 	c.pools = newPools(state, pol, backend)
 	c.pools.topologySource = source
+	c.topo = topologySummary(topo)
 	c.factory, c.informer = factory, inf
 	if err := c.addHandlers(inf); err != nil {
 		return nil, err
@@ -109,22 +115,38 @@ func (c *controller) sellable(allocatable int) int {
 	return min(a, b)
 }
 
-// discoverCPUs returns the CPUs the pools manage and where they came from.
-func discoverCPUs(cfg Config) (cpuset.CPUSet, string, error) {
+// discoverCPUs returns the CPUs the pools manage, where they came from, and
+// the machine topology (nil when discovery failed: the agent then picks the
+// lowest free CPU ids, and says so).
+func discoverCPUs(cfg Config, log logr.Logger) (cpuset.CPUSet, string, *topology.Topology, error) {
+	topo, warns, terr := topology.Discover(cfg.SysRoot, cfg.ProcRoot)
+	for _, w := range warns {
+		log.Info("topology degraded", "warning", w.String())
+	}
+	if terr != nil {
+		log.Error(terr, "topology discovery failed: exclusive CPUs are picked by lowest id")
+		topo = nil
+	}
 	if cfg.CPUs != "" {
 		set, err := ParseCPUList(cfg.CPUs)
-		return set, "config cpus", err
+		if topo != nil && !set.IsSubsetOf(topo.Online()) {
+			topo = nil // a test machine smaller than the host: the host topology does not apply
+		}
+		return set, "config cpus", topo, err
+	}
+	if topo != nil {
+		return topo.Online().Difference(topo.Reserved), "topology " + cfg.SysRoot, topo, nil
 	}
 	file := filepath.Join(cfg.SysRoot, "devices/system/cpu/online")
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return cpuset.New(), "", fmt.Errorf("online cpus: %w", err)
+		return cpuset.New(), "", nil, fmt.Errorf("online cpus: %w", err)
 	}
 	set, err := ParseCPUList(strings.TrimSpace(string(b)))
 	if err != nil || set.IsEmpty() {
-		return cpuset.New(), "", fmt.Errorf("online cpus %s: %q: %v", file, b, err)
+		return cpuset.New(), "", nil, fmt.Errorf("online cpus %s: %q: %v", file, b, err)
 	}
-	return set, file, nil
+	return set, file, nil, nil
 }
 
 func (c *controller) run(ctx context.Context) error {
