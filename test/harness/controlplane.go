@@ -157,9 +157,9 @@ func StartControlPlane(ctx context.Context, o Options) (cp *ControlPlane, err er
 		"--service-account-key-file=" + p.SAPubFile, "--service-account-signing-key-file=" + p.SAKeyFile,
 		"--service-cluster-ip-range=" + serviceCIDR,
 		"--allow-privileged=true",
-		// logs/exec/port-forward reach a harness kubelet at its InternalIP
-		// (127.0.0.1) with the admin certificate.
-		"--kubelet-preferred-address-types=InternalIP,Hostname",
+		// The apiserver authenticates to a harness kubelet with the admin
+		// certificate. (It cannot reach it for logs/exec: the kubelet
+		// listens on 127.0.0.1 only, and refuses a loopback node IP.)
 		"--kubelet-client-certificate=" + p.AdminCertFile, "--kubelet-client-key=" + p.AdminKeyFile,
 	}
 	if !o.Controllers {
@@ -191,6 +191,9 @@ func StartControlPlane(ctx context.Context, o Options) (cp *ControlPlane, err er
 			"--service-account-private-key-file="+p.SAKeyFile,
 			"--root-ca-file="+p.CACertFile,
 			"--cluster-signing-cert-file="+p.CACertFile, "--cluster-signing-key-file="+p.CAKeyFile,
+			// Its default, /usr/libexec/kubernetes/kubelet-plugins/volume/exec,
+			// is created on the host.
+			"--flex-volume-plugin-dir="+filepath.Join(dir, "flexvolume"),
 		)...); err != nil {
 			return nil, err
 		}

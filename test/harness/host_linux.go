@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -128,20 +129,26 @@ func readMounts() ([]mountInfo, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return parseMountInfo(f)
+}
+
+// parseMountInfo parses proc(5) mountinfo lines; lines it cannot read are
+// skipped (the kernel's format is stable; a torn read is not an error).
+func parseMountInfo(r io.Reader) ([]mountInfo, error) {
 	var out []mountInfo
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		// id parent major:minor root point options [optional...] - fstype source super
 		fields := strings.Fields(sc.Text())
 		sep := -1
 		for i, f := range fields {
-			if f == "-" {
+			if f == "-" && i >= 6 {
 				sep = i
 				break
 			}
 		}
-		if len(fields) < 5 || sep < 0 || sep+2 >= len(fields) {
+		if sep < 0 || sep+2 >= len(fields) {
 			continue
 		}
 		out = append(out, mountInfo{Point: unescapeMount(fields[4]), FSType: fields[sep+1], Source: fields[sep+2]})
@@ -156,18 +163,17 @@ func unescapeMount(s string) string {
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			var v int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
+		if s[i] == '\\' && i+4 <= len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
 		}
 		b.WriteByte(s[i])
 	}
 	return b.String()
 }
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 func under(p, root string) bool {
 	return p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/")
@@ -337,7 +343,11 @@ func deleteNewVeths(before []string) error {
 		if had[l] || !strings.HasPrefix(l, "veth") {
 			continue
 		}
-		if out, err := exec.Command("ip", "link", "delete", l).CombinedOutput(); err != nil {
+		out, err := exec.Command("ip", "link", "delete", l).CombinedOutput()
+		if _, serr := os.Stat(filepath.Join("/sys/class/net", l)); os.IsNotExist(serr) {
+			continue // gone, by us or with its namespace meanwhile
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%w: ip link delete %s: %v: %s", ErrTeardown, l, err, strings.TrimSpace(string(out))))
 		}
 	}

@@ -282,7 +282,6 @@ func StartNode(ctx context.Context, cp *ControlPlane, o NodeOptions) (n *Node, e
 		"--root-dir="+filepath.Join(dir, "kubelet"),
 		"--cert-dir="+filepath.Join(dir, "kubelet", "pki"),
 		"--hostname-override="+o.Name,
-		"--node-ip=127.0.0.1",
 	); err != nil {
 		return nil, err
 	}
@@ -512,13 +511,13 @@ func teardownNode(st *State) error {
 	// Shims re-parent to init; they carry our socket path on their
 	// command line, which nothing else can.
 	if ns.Socket != "" {
-		for _, pid := range procsMatching(ns.Socket) {
+		for _, pid := range procsMatching(ns.Socket, "containerd-shim-runc-v2", "containerd-shim", "ctr") {
 			st, _ := procStartTime(pid)
 			add(ProcRecord{Name: "containerd-shim", PID: pid, StartTime: st}.Stop(5 * time.Second))
 		}
 	}
 	if ns.Dir != "" {
-		for _, pid := range procsMatching(ns.Dir) {
+		for _, pid := range procsMatching(ns.Dir, nodePrograms...) {
 			st, _ := procStartTime(pid)
 			add(ProcRecord{Name: "node process", PID: pid, StartTime: st}.Stop(5 * time.Second))
 		}
@@ -552,6 +551,9 @@ func teardownNode(st *State) error {
 	}
 	return errors.Join(errs...)
 }
+
+// nodePrograms are what a node runs with its directory in their arguments.
+var nodePrograms = []string{"containerd", "containerd-shim-runc-v2", "containerd-shim", "kubelet", "runc", "ctr"}
 
 func findProc(ps []ProcRecord, name string) *ProcRecord {
 	for i := range ps {

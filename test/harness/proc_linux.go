@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,16 +52,17 @@ func startProc(name, logPath string, detach bool, env []string, bin string, args
 	if err := cmd.Start(); err != nil {
 		return ProcRecord{}, fmt.Errorf("%w: %s: %v", ErrStart, name, err)
 	}
-	done := make(chan struct{})
-	children.Store(cmd.Process.Pid, done)
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	st, _ := procStartTime(cmd.Process.Pid)
-	if detach {
-		_ = cmd.Process.Release()
+	// A detached process is reaped by init once we exit; until then a
+	// dead one is a zombie, which Alive treats as gone.
+	if !detach {
+		done := make(chan struct{})
+		children.Store(cmd.Process.Pid, done)
+		go func() {
+			_ = cmd.Wait()
+			close(done)
+		}()
 	}
+	st, _ := procStartTime(cmd.Process.Pid)
 	return ProcRecord{Name: name, PID: cmd.Process.Pid, StartTime: st, Args: append([]string{bin}, args...), Log: logPath}, nil
 }
 
@@ -173,10 +175,11 @@ func tailFile(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// procsMatching lists live PIDs whose command line contains needle, which
-// is always a path inside a harness directory, so it cannot match
-// processes the harness did not start.
-func procsMatching(needle string) []int {
+// procsMatching lists live PIDs of the named programs (by the base name of
+// argv[0]) whose command line contains needle, which is always a path inside
+// a harness directory: together they cannot match a process the harness
+// did not start (not even a `tail -f` of one of its logs).
+func procsMatching(needle string, programs ...string) []int {
 	ents, _ := os.ReadDir("/proc")
 	var pids []int
 	self := os.Getpid()
@@ -187,6 +190,10 @@ func procsMatching(needle string) []int {
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		if err != nil || !strings.Contains(string(b), needle) {
+			continue
+		}
+		argv0, _, _ := strings.Cut(string(b), "\x00")
+		if len(programs) > 0 && !slices.Contains(programs, filepath.Base(argv0)) {
 			continue
 		}
 		if _, state, err := procStat(pid); err == nil && state != 'Z' {
