@@ -266,6 +266,7 @@ type NodeSummary struct {
 	SharedPods     int    `json:"sharedPods"`
 	NUMANodes      int    `json:"numaNodes,omitempty"`
 	TopologySource string `json:"topologySource,omitempty"`
+	Topology       string `json:"topology,omitempty"` // machine shape: sockets, NUMA nodes, cores, L3 groups, IO-queue CPUs
 }
 
 // Encode returns the annotation value.

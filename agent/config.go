@@ -48,14 +48,14 @@ type Config struct {
 	CPUs string `json:"cpus,omitempty"`
 
 	// Set by flags and the environment, not by the file.
-	NodeName     string `json:"-"`
-	Kubeconfig   string `json:"-"`
-	HealthAddr   string `json:"-"` // 127.0.0.1:port for /healthz, /readyz, /metrics
-	SocketPath   string `json:"-"` // local API, mode 0600
-	SysRoot      string `json:"-"` // for topology discovery
-	ProcRoot     string `json:"-"`
-	WorkerCount  int    `json:"-"`
-	ResyncPeriod time.Duration
+	NodeName     string        `json:"-"`
+	Kubeconfig   string        `json:"-"`
+	HealthAddr   string        `json:"-"` // 127.0.0.1:port for /healthz, /readyz, /metrics
+	SocketPath   string        `json:"-"` // local API, mode 0600
+	SysRoot      string        `json:"-"` // for topology discovery
+	ProcRoot     string        `json:"-"`
+	WorkerCount  int           `json:"-"`
+	ResyncPeriod time.Duration `json:"-"`
 }
 
 // Duration reads "10s"-style strings in the config file.

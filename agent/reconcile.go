@@ -221,7 +221,7 @@ func (c *controller) summary() NodeSummary {
 	s := NodeSummary{
 		CPUs: st.All().String(), Reserved: st.Reserved().String(), SharedPool: st.SharedPool().String(),
 		Exclusive: st.Exclusive().String(), KubeletStatic: st.KubeletTaken().String(),
-		ExclusiveCap: c.pools.policy.cap(st), ExclusivePods: len(st.Assignments()), TopologySource: c.pools.topologySource,
+		ExclusiveCap: c.pools.policy.cap(st), ExclusivePods: len(st.Assignments()), TopologySource: c.pools.topologySource, Topology: c.topo,
 	}
 	for _, p := range c.allPods() {
 		if !p.Untouched {
