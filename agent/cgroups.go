@@ -30,6 +30,17 @@ type podCgroupPlan struct {
 	// UnlimitedQuota removes the CFS quota of the pod and its containers
 	// (exclusive pods own their cores; throttling them only hurts).
 	UnlimitedQuota bool
+	// RestoreQuota, when set, puts back the kubelet's CFS quotas (from the
+	// pod's limits) after the pod left the exclusive pool.
+	RestoreQuota *quotaSpec
+}
+
+// quotaSpec is the kubelet's CFS quota for a pod (period 100 ms): -1 means
+// unlimited. Containers are keyed by cgroup path; a child not listed (the
+// sandbox) keeps its quota.
+type quotaSpec struct {
+	Pod        int64
+	Containers map[string]int64
 }
 
 // cgroupBackend is all the pool manager needs from the cgroup package. It
@@ -52,6 +63,9 @@ type cgroupBackend interface {
 	// narrow bottom-up) and returns the paths it wrote. A pod whose cgroup
 	// does not exist yet is not an error: nothing is written.
 	ApplyPod(p podCgroupPlan) (written []string, err error)
+	// ContainerPath is a container's cgroup path from its pod status ID
+	// ("containerd://<id>").
+	ContainerPath(uid string, qos QoSClass, containerID string) (string, error)
 	// CPUSetDir is the directory of path in the cpuset hierarchy (the one
 	// watched for new cgroups).
 	CPUSetDir(path string) string

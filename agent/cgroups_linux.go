@@ -78,6 +78,10 @@ func (b *cgroupPkg) PodPath(uid string, qos QoSClass) (string, error) {
 	return b.layout.PodPath(uid, cgroup.QoS(qos))
 }
 
+func (b *cgroupPkg) ContainerPath(uid string, qos QoSClass, containerID string) (string, error) {
+	return b.layout.ContainerPath(uid, cgroup.QoS(qos), containerID)
+}
+
 func (b *cgroupPkg) QoSPaths() []string {
 	k := b.layout.KubepodsPath()
 	if b.layout.Driver() == cgroup.DriverSystemd {
@@ -158,7 +162,24 @@ func (b *cgroupPkg) ApplyPod(p podCgroupPlan) ([]string, error) {
 	if p.UnlimitedQuota {
 		set.Quota = &cgroup.Quota{QuotaUs: -1, PeriodUs: defaultPeriodUs}
 	}
-	plan := cgroup.Plan{Pod: cgroup.Target{Name: "pod " + p.UID, Dirs: pd, Set: set}}
+	quotaOf := func(path string) (*cgroup.Quota, bool) {
+		if p.RestoreQuota == nil {
+			return nil, false
+		}
+		q, ok := p.RestoreQuota.Containers[path]
+		if path == p.Path {
+			q, ok = p.RestoreQuota.Pod, true
+		}
+		if !ok {
+			return nil, false
+		}
+		return &cgroup.Quota{QuotaUs: q, PeriodUs: defaultPeriodUs}, true
+	}
+	podSet := set
+	if q, ok := quotaOf(p.Path); ok {
+		podSet.Quota = q
+	}
+	plan := cgroup.Plan{Pod: cgroup.Target{Name: "pod " + p.UID, Dirs: pd, Set: podSet}}
 	for _, c := range p.Containers {
 		cd, err := b.layout.DirsAt(c)
 		if err != nil {
@@ -169,7 +190,11 @@ func (b *cgroupPkg) ApplyPod(p podCgroupPlan) ([]string, error) {
 			plan.Containers = append(plan.Containers, cgroup.Target{Name: path.Base(c), Dirs: cd, Set: cgroup.Resources{CPUs: &cpus}})
 			continue
 		}
-		plan.Containers = append(plan.Containers, cgroup.Target{Name: path.Base(c), Dirs: cd, Set: set})
+		cset := set
+		if q, ok := quotaOf(c); ok {
+			cset.Quota = q
+		}
+		plan.Containers = append(plan.Containers, cgroup.Target{Name: path.Base(c), Dirs: cd, Set: cset})
 	}
 	recs, err := b.writer.Apply(plan)
 	var written []string

@@ -244,3 +244,36 @@ func TestKernelWatcherQueuesLateContainer(t *testing.T) {
 		t.Fatal("container creation not marked late")
 	}
 }
+
+// TestKernelQuotaRestored: an exclusive pod that goes back to the shared
+// pool gets the kubelet's CFS quotas back (children before the pod, as v1
+// requires when they shrink).
+func TestKernelQuotaRestored(t *testing.T) {
+	k := newKubeletTree(t)
+	backend, err := newBackend(k.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := mustSet(t, k.cfg.CPUs)
+	m := newPools(newMemState(all, cpuset.New()), policy{alloc: firstFit{}, capFraction: 2.0 / 3.0}, backend)
+	rel, pids := k.pod("q1", "Burstable", "app")
+	p := podInfo{Key: "ns/q1", UID: "q1", QoS: QoSBurstable, Req: PodRequest{Pool: PoolExclusive, CPUs: ptr(1)},
+		CPULimitsMilli: map[string]int64{"containerd://app": 500}}
+	list := func() []podInfo { return []podInfo{p} }
+	if res := m.Sync(p, list); len(res.Failed) != 0 {
+		t.Fatal(res.Failed)
+	}
+	if k.quota(rel) != "-1" || k.quota(rel+"/app") != "-1" {
+		t.Fatalf("exclusive quotas %s %s, want -1", k.quota(rel), k.quota(rel+"/app"))
+	}
+	p.Req = PodRequest{Pool: PoolShared}
+	if res := m.Sync(p, list); len(res.Failed) != 0 {
+		t.Fatal(res.Failed)
+	}
+	if k.quota(rel) != "50000" || k.quota(rel+"/app") != "50000" {
+		t.Fatalf("restored quotas pod %s container %s, want 50000", k.quota(rel), k.quota(rel+"/app"))
+	}
+	if got := allowed(t, pids[0]); got != all.String() {
+		t.Fatalf("task may run on %s, want %s", got, all)
+	}
+}

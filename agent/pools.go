@@ -29,6 +29,10 @@ type podInfo struct {
 	// assignment, or a terminal phase. The agent writes nothing for it.
 	Untouched     bool
 	KubeletStatic bool
+	// CPULimitsMilli are the containers' CPU limits by pod-status container
+	// ID (0 = no limit), to restore the kubelet's quotas when the pod
+	// leaves the exclusive pool.
+	CPULimitsMilli map[string]int64
 }
 
 // podEvent is a Kubernetes Event the reconciler emits for a pod.
@@ -68,12 +72,15 @@ type Pools struct {
 	sharedApplied *cpuset.CPUSet
 	// known are the cgroup paths the agent has set before.
 	known map[string]bool
+	// unlimited are the pods whose CFS quota the agent removed; their
+	// quota is restored when they leave the exclusive pool.
+	unlimited map[string]bool
 	// topologySource says where the allocator's topology came from.
 	topologySource string
 }
 
 func newPools(s PoolState, p policy, cg cgroupBackend) *Pools {
-	return &Pools{state: s, policy: p, cg: cg, applied: map[string]cpuset.CPUSet{}, known: map[string]bool{}}
+	return &Pools{state: s, policy: p, cg: cg, applied: map[string]cpuset.CPUSet{}, known: map[string]bool{}, unlimited: map[string]bool{}}
 }
 
 // State returns the read side of the pool state.
@@ -266,7 +273,11 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 			continue
 		}
 		children, _ := m.cg.Children(pp) // missing pod dir: not created yet
-		plans = append(plans, podCgroupPlan{UID: p.UID, Path: pp, Containers: children, CPUs: want, UnlimitedQuota: excl})
+		plan := podCgroupPlan{UID: p.UID, Path: pp, Containers: children, CPUs: want, UnlimitedQuota: excl}
+		if !excl && m.unlimited[p.UID] {
+			plan.RestoreQuota = m.kubeletQuota(p)
+		}
+		plans = append(plans, plan)
 		union = union.Union(want)
 	}
 	total := 0
@@ -303,6 +314,11 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 			}
 		}
 		if err == nil {
+			if pl.UnlimitedQuota {
+				m.unlimited[pl.UID] = true
+			} else if pl.RestoreQuota != nil {
+				delete(m.unlimited, pl.UID)
+			}
 			m.applied[pl.UID] = pl.CPUs
 			m.known[m.cg.CPUSetDir(pl.Path)] = true
 			for _, c := range pl.Containers {
@@ -311,4 +327,29 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 		}
 	}
 	return total
+}
+
+// kubeletQuota is the quota the kubelet sets from the pod's limits: each
+// container limit × period, the pod the sum when every container has a
+// limit, else unlimited.
+func (m *Pools) kubeletQuota(p podInfo) *quotaSpec {
+	q := &quotaSpec{Pod: 0, Containers: map[string]int64{}}
+	for id, milli := range p.CPULimitsMilli {
+		path, err := m.cg.ContainerPath(p.UID, p.QoS, id)
+		if err != nil {
+			continue
+		}
+		if milli <= 0 {
+			q.Containers[path], q.Pod = -1, -1
+			continue
+		}
+		q.Containers[path] = milli * 100 // period 100000 µs: quota = millicores × 100
+		if q.Pod >= 0 {
+			q.Pod += milli * 100
+		}
+	}
+	if len(p.CPULimitsMilli) == 0 {
+		q.Pod = -1
+	}
+	return q
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path"
 	"sort"
@@ -16,13 +17,13 @@ import (
 // kernel_test.go.
 type fakeCgroups struct {
 	cpus    map[string]cpuset.CPUSet // existing cgroups
-	quota   map[string]bool          // unlimited quota set
+	quota   map[string]string        // cpu.cfs_quota_us as set
 	failOn  string                   // ApplyPod fails for this pod path
 	applied []podCgroupPlan
 }
 
 func newFakeCgroups() *fakeCgroups {
-	f := &fakeCgroups{cpus: map[string]cpuset.CPUSet{}, quota: map[string]bool{}}
+	f := &fakeCgroups{cpus: map[string]cpuset.CPUSet{}, quota: map[string]string{}}
 	for _, q := range f.QoSPaths() {
 		f.cpus[q] = cpuset.New(0)
 	}
@@ -42,6 +43,10 @@ func (f *fakeCgroups) PodPath(uid string, qos QoSClass) (string, error) {
 		return "/kubepods/pod" + uid, nil
 	}
 	return "/kubepods/" + strings.ToLower(string(qos)) + "/pod" + uid, nil
+}
+func (f *fakeCgroups) ContainerPath(uid string, qos QoSClass, id string) (string, error) {
+	p, _ := f.PodPath(uid, qos)
+	return path.Join(p, strings.TrimPrefix(id, "containerd://")), nil
 }
 func (f *fakeCgroups) QoSPaths() []string {
 	return []string{"/kubepods", "/kubepods/burstable", "/kubepods/besteffort"}
@@ -88,7 +93,16 @@ func (f *fakeCgroups) ApplyPod(p podCgroupPlan) ([]string, error) {
 			f.cpus[d] = p.CPUs
 			written = append(written, f.CPUSetDir(d)+"/cpuset.cpus")
 		}
-		f.quota[d] = p.UnlimitedQuota
+		if p.UnlimitedQuota {
+			f.quota[d] = "-1"
+		}
+		if p.RestoreQuota != nil {
+			if d == p.Path {
+				f.quota[d] = fmt.Sprint(p.RestoreQuota.Pod)
+			} else if q, ok := p.RestoreQuota.Containers[d]; ok {
+				f.quota[d] = fmt.Sprint(q)
+			}
+		}
 	}
 	return written, nil
 }
@@ -160,7 +174,7 @@ func TestPoolsExclusiveAndShared(t *testing.T) {
 		}
 	}
 	dbPath, _ := f.cg.PodPath("db", QoSGuaranteed)
-	if !f.cg.quota[dbPath] || !f.cg.quota[dbPath+"/ctr-a"] || f.cg.quota["/kubepods/burstable/pods1"] {
+	if f.cg.quota[dbPath] != "-1" || f.cg.quota[dbPath+"/ctr-a"] != "-1" || f.cg.quota["/kubepods/burstable/pods1"] != "" {
 		t.Fatalf("quota: exclusive pod and containers must be unlimited, shared not: %v", f.cg.quota)
 	}
 	if got := f.cg.cpus["/kubepods"].String(); got != "0-7" {
@@ -282,5 +296,25 @@ func TestPoolsWriteFailureReported(t *testing.T) {
 	f.cg.failOn = ""
 	if res := f.m.Sync(s1, f.all); len(res.Failed) != 0 || res.Status.State != StateShared {
 		t.Fatalf("retry: %+v", res)
+	}
+}
+
+func TestPoolsRestoresQuotaWhenLeavingExclusive(t *testing.T) {
+	f := newPoolsFixture(t)
+	db := f.add("db", QoSBurstable, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, 0)
+	db.CPULimitsMilli = map[string]int64{"containerd://ctr-a": 1500, "containerd://ctr-b": 500}
+	f.m.Sync(db, f.all)
+	dbPath, _ := f.cg.PodPath("db", QoSBurstable)
+	if f.cg.quota[dbPath] != "-1" || f.cg.quota[dbPath+"/ctr-a"] != "-1" {
+		t.Fatalf("exclusive: %v", f.cg.quota)
+	}
+	db.Req = PodRequest{Pool: PoolShared}
+	f.pods["db"] = db
+	f.m.Sync(db, f.all)
+	if f.cg.quota[dbPath] != "200000" || f.cg.quota[dbPath+"/ctr-a"] != "150000" || f.cg.quota[dbPath+"/ctr-b"] != "50000" {
+		t.Fatalf("kubelet quotas not restored: %v", f.cg.quota)
+	}
+	if f.cpusOf("db") != "1-7" {
+		t.Fatalf("db not back on the shared pool: %s", f.cpusOf("db"))
 	}
 }

@@ -253,6 +253,20 @@ func (c *controller) podInfo(p *corev1.Pod) podInfo {
 		Key: p.Namespace + "/" + p.Name, UID: string(p.UID), Namespace: p.Namespace, Name: p.Name,
 		Generation: p.Generation, QoS: qosClass(p), Req: req, ReqErr: err, DemandCPUs: cpuDemand(p), KubeletStatic: static,
 	}
+	limits := map[string]corev1.ResourceList{}
+	for _, ctr := range p.Spec.Containers {
+		limits[ctr.Name] = ctr.Resources.Limits
+	}
+	for _, st := range p.Status.ContainerStatuses {
+		if st.ContainerID == "" {
+			continue
+		}
+		if info.CPULimitsMilli == nil {
+			info.CPULimitsMilli = map[string]int64{}
+		}
+		q := limits[st.Name][corev1.ResourceCPU]
+		info.CPULimitsMilli[st.ContainerID] = q.MilliValue()
+	}
 	info.Untouched = !c.cfg.manages(p.Namespace) || static || (err == nil && req.Pool == PoolNone) ||
 		p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 	return info
