@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,6 +149,7 @@ func hasEvent(evs []corev1.Event, reason string) bool {
 func TestE2EExclusiveSharedLifecycle(t *testing.T) {
 	b := newBed(t)
 	_, sRel, sPIDs := b.createPod(t, "web", QoSBurstable, nil, "app", "sidecar")
+	b.cfg.HealthAddr = freeAddr(t)
 	c := b.startAgent(t)
 	all := mustSet(t, b.cfg.CPUs)
 	eventually(t, "shared pod status", func() (bool, string) {
@@ -196,6 +199,20 @@ func TestE2EExclusiveSharedLifecycle(t *testing.T) {
 		t.Fatalf("API explain: %+v", ex)
 	}
 
+	// Health, readiness and metrics.
+	for path, want := range map[string][]string{
+		"/healthz": {"ok"}, "/readyz": {"ok"},
+		"/metrics": {`cgpilot_allocations_total{action="allocated"} 1`, `cgpilot_pool_cpus{pool="exclusive"} 1`,
+			`cgpilot_pool_cpus{pool="shared"} ` + fmt.Sprint(mustSet(t, shared).Size()), "cgpilot_apply_latency_seconds_count", "cgpilot_cgroup_writes_total"},
+	} {
+		body := httpGet(t, "http://"+b.cfg.HealthAddr+path)
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				t.Fatalf("%s lacks %q:\n%s", path, w, body)
+			}
+		}
+	}
+
 	// Delete: the core goes back to the shared pods.
 	if err := b.cs.CoreV1().Pods("default").Delete(context.Background(), "db", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
@@ -212,6 +229,26 @@ func TestE2EExclusiveSharedLifecycle(t *testing.T) {
 		t.Fatalf("checkpoint after release: %v, %v", cp, err)
 	}
 	_ = db
+}
+
+func freeAddr(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func httpGet(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 func getAPI(t testing.TB, socket, path string, v any) {
@@ -288,4 +325,43 @@ func TestE2EBadInput(t *testing.T) {
 	}
 	// An explicit set on the reserved CPUs needs a reserved CPU: covered by
 	// the policy tables (this 2-CPU machine runs with none reserved).
+}
+
+// TestE2EKubeletStaticCoexistence: CPUs the kubelet's static CPU manager
+// assigned are taken (out of the shared pool, never given to an exclusive
+// pod) and its pod is never touched.
+func TestE2EKubeletStaticCoexistence(t *testing.T) {
+	b := newBed(t)
+	all := mustSet(t, b.cfg.CPUs)
+	staticCPU := all.List()[all.Size()-1]
+	static, sRel, _ := b.createPod(t, "static", QoSGuaranteed, nil, "app")
+	if err := os.WriteFile(filepath.Join(b.sb.Path("cpuset", sRel+"/app"), "cpuset.cpus"), []byte(fmt.Sprint(staticCPU)), 0); err != nil {
+		t.Fatal(err)
+	}
+	state := fmt.Sprintf(`{"policyName":"static","defaultCpuSet":%q,"entries":{%q:{"app":"%d"}},"checksum":1}`,
+		all.Difference(mustSet(t, fmt.Sprint(staticCPU))).String(), static.UID, staticCPU)
+	b.cfg.KubeletCPUManagerState = filepath.Join(t.TempDir(), "cpu_manager_state")
+	if err := os.WriteFile(b.cfg.KubeletCPUManagerState, []byte(state), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, wRel, _ := b.createPod(t, "web", QoSBurstable, nil, "app")
+	b.startAgent(t)
+	rest := all.Difference(mustSet(t, fmt.Sprint(staticCPU))).String()
+	eventually(t, "shared pool without the kubelet's CPU", func() (bool, string) {
+		got := b.cpus(wRel + "/app")
+		return got == rest, got
+	})
+	// An exclusive request for the kubelet's CPU is refused.
+	b.createPod(t, "grab", QoSBurstable, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUSet: fmt.Sprint(staticCPU)}, "app")
+	eventually(t, "explicit kubelet CPU refused", func() (bool, string) {
+		s, _ := b.status(t, "grab")
+		return s.State == StateRefused && s.Reason == "CPUsTaken", fmt.Sprintf("%+v", s)
+	})
+	// The static pod is untouched: no status, its cpuset as the kubelet set it.
+	if s, ann := b.status(t, "static"); s.State != "" || ann[AnnotationStatus] != "" {
+		t.Fatalf("static pod got a status: %v", ann)
+	}
+	if got := b.cpus(sRel + "/app"); got != fmt.Sprint(staticCPU) {
+		t.Fatalf("static pod's container moved to %s", got)
+	}
 }
