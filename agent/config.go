@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/utils/cpuset"
@@ -117,7 +118,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: %s=%v: %s", ErrInvalidConfig, field, v, why)
 	}
 	if _, err := ParseCPUList(c.ReservedCPUs); err != nil {
-		return bad("reservedCPUs", c.ReservedCPUs, err.Error())
+		return bad("reservedCPUs", c.ReservedCPUs, "want a cpu list like 0-1,8 ("+strings.TrimPrefix(err.Error(), ErrInvalidAnnotation.Error()+": ")+")")
 	}
 	if c.CPUs != "" {
 		all, err := ParseCPUList(c.CPUs)

@@ -75,6 +75,7 @@ func run(args []string, stderr io.Writer) int {
 	zc := zap.NewProductionConfig()
 	zc.Level = zap.NewAtomicLevelAt(level)
 	zc.Sampling = nil
+	zc.DisableStacktrace = true
 	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
 	zl, err := zc.Build()
 	if err != nil {
