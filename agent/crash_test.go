@@ -31,17 +31,19 @@ type agentProc struct {
 	done chan struct{}
 }
 
-func buildAgent(t testing.TB) string {
+func buildAgent(t testing.TB) string { return buildCmd(t, "cgpilot-agent") }
+
+func buildCmd(t testing.TB, name string) string {
 	t.Helper()
 	root, err := tier.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "cgpilot-agent")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/cgpilot-agent")
+	bin := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build agent: %v\n%s", err, out)
+		t.Fatalf("build %s: %v\n%s", name, err, out)
 	}
 	return bin
 }
@@ -218,4 +220,27 @@ func TestE2EKillMidChangeAndRestart(t *testing.T) {
 		evs, _ := b.cs.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "reason=CheckpointCorrupt"})
 		return evs != nil && len(evs.Items) > 0, ""
 	})
+
+	// The real cgpilotctl against the real agent.
+	ctl := buildCmd(t, "cgpilotctl")
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"pods"}, []string{"db", "Allocated", before, "web", "Shared"}},
+		{[]string{"pools", "-o", "json"}, []string{`"exclusive":"` + before + `"`, `"name":"db"`}},
+		{[]string{"explain", "default/db"}, []string{"DECISION", "exclusive cpus " + before, "cpuset.cpus=" + before}},
+		{[]string{"events"}, []string{"CheckpointCorrupt"}},
+	} {
+		out, err := exec.Command(ctl, append(append([]string{tc.args[0]}, "-socket", b.cfg.SocketPath), tc.args[1:]...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("cgpilotctl %v: %v\n%s", tc.args, err, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(out), w) {
+				t.Fatalf("cgpilotctl %v lacks %q:\n%s", tc.args, w, out)
+			}
+		}
+		t.Logf("cgpilotctl %s:\n%s", strings.Join(tc.args, " "), out)
+	}
 }
