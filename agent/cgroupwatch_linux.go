@@ -64,7 +64,15 @@ func (c *controller) watchCgroups(ctx context.Context, cg cgroupBackend) error {
 				switch {
 				case qos[parent] && strings.HasPrefix(base, "pod"):
 					_ = w.Add(ev.Name)
-					c.enqueueUID(strings.TrimPrefix(base, "pod"), at, false)
+					// A container made before the watch was added has no
+					// event of its own: count it as late from now.
+					late := false
+					if entries, err := os.ReadDir(ev.Name); err == nil {
+						for _, e := range entries {
+							late = late || e.IsDir()
+						}
+					}
+					c.enqueueUID(strings.TrimPrefix(base, "pod"), at, late)
 				case qos[filepath.Dir(parent)] && strings.HasPrefix(filepath.Base(parent), "pod"):
 					c.enqueueUID(strings.TrimPrefix(filepath.Base(parent), "pod"), at, true)
 				}

@@ -140,10 +140,6 @@ func failure(res syncResult) error {
 // report turns a sync result into metrics, Events, annotations and
 // requeues of other pods whose writes failed.
 func (c *controller) report(ctx context.Context, who *knownPod, pod *corev1.Pod, res syncResult, since time.Time, timed bool) {
-	total := 0
-	for range res.Failed {
-		total++
-	}
 	c.metrics.observe(c.pools.State(), res, since, timed)
 	for _, ev := range res.Events {
 		c.events.emit(ctx, who, ev)
