@@ -199,11 +199,22 @@ func TestE2EExclusiveSharedLifecycle(t *testing.T) {
 		t.Fatalf("API explain: %+v", ex)
 	}
 
+	// Drift: someone (a kubelet, a person) widens a shared pod's cpuset
+	// to every CPU; the sweep (1 s here) sets it back, with an Event and a
+	// count.
+	if err := os.WriteFile(filepath.Join(b.sb.Path("cpuset", sRel), "cpuset.cpus"), []byte(all.String()), 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "drift corrected", func() (bool, string) {
+		got := b.cpus(sRel)
+		return got == shared && hasEvent(b.podEvents(t, "web"), "DriftCorrected"), got
+	})
+
 	// Health, readiness and metrics.
 	for path, want := range map[string][]string{
 		"/healthz": {"ok"}, "/readyz": {"ok"},
 		"/metrics": {`cgpilot_allocations_total{action="allocated"} 1`, `cgpilot_pool_cpus{pool="exclusive"} 1`,
-			`cgpilot_pool_cpus{pool="shared"} ` + fmt.Sprint(mustSet(t, shared).Size()), "cgpilot_apply_latency_seconds_count", "cgpilot_cgroup_writes_total"},
+			`cgpilot_pool_cpus{pool="shared"} ` + fmt.Sprint(mustSet(t, shared).Size()), "cgpilot_apply_latency_seconds_count", "cgpilot_cgroup_writes_total", "cgpilot_drift_corrections_total 1"},
 	} {
 		body := httpGet(t, "http://"+b.cfg.HealthAddr+path)
 		for _, w := range want {

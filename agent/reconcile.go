@@ -144,6 +144,7 @@ func (c *controller) report(ctx context.Context, who *knownPod, pod *corev1.Pod,
 	for _, ev := range res.Events {
 		c.events.emit(ctx, who, ev)
 	}
+	c.emitDrift(ctx, res)
 	for uid, err := range res.Failed {
 		if uid == who.UID {
 			continue
@@ -360,6 +361,7 @@ func (c *controller) sweep(ctx context.Context) {
 	if res.Drift > 0 {
 		c.log.Info("corrected drift", "cgroups", res.Drift)
 	}
+	c.emitDrift(ctx, res)
 	for uid := range res.Failed {
 		if objs, _ := c.indexer.ByIndex(uidIndex, uid); len(objs) == 1 {
 			if p, ok := objs[0].(*corev1.Pod); ok {
@@ -368,6 +370,23 @@ func (c *controller) sweep(ctx context.Context) {
 		}
 	}
 	_ = ctx
+}
+
+// emitDrift sends one Event per pod whose cgroups were found changed behind
+// the agent's back and set again.
+func (c *controller) emitDrift(ctx context.Context, res syncResult) {
+	for uid, n := range res.DriftUIDs {
+		objs, _ := c.indexer.ByIndex(uidIndex, uid)
+		if len(objs) != 1 {
+			continue
+		}
+		p, ok := objs[0].(*corev1.Pod)
+		if !ok {
+			continue
+		}
+		c.events.emit(ctx, &knownPod{uid, p.Namespace, p.Name}, podEvent{Warning: true, Reason: "DriftCorrected",
+			Message: fmt.Sprintf("%d cgroup file(s) had been changed by someone else; set back to the pod's pool", n)})
+	}
 }
 
 func (c *controller) String() string { return fmt.Sprintf("controller(%s)", c.cfg.NodeName) }
