@@ -33,15 +33,17 @@ type controller struct {
 	lister   corelisters.PodLister
 	indexer  cache.Indexer
 	queue    workqueue.TypedRateLimitingInterface[string]
+	statusQ  workqueue.TypedRateLimitingInterface[string] // annotation patches, off the cgroup path
 	pools    *Pools
 	events   *eventLog
 	metrics  *metrics
 	log      logr.Logger
 
 	mu      sync.Mutex
-	since   map[string]time.Time // key -> first unprocessed change
-	late    map[string]time.Time // key -> first new container cgroup seen
-	known   map[string]*knownPod // key -> last seen identity (for deletes)
+	since   map[string]time.Time     // key -> first unprocessed change
+	late    map[string]time.Time     // key -> first new container cgroup seen
+	pending map[string]pendingStatus // key -> latest status annotation to write
+	known   map[string]*knownPod     // key -> last seen identity (for deletes)
 	kubelet kubeletStatic
 	node    string // last node annotations written (JSON of both)
 	topo    string // topology summary for the local API
@@ -158,31 +160,99 @@ func (c *controller) report(ctx context.Context, who *knownPod, pod *corev1.Pod,
 			}
 		}
 	}
+	// Annotations go to the API server from their own worker: the next
+	// change of this pod must not wait behind this one's round trip.
 	if pod != nil && res.Status != nil {
-		if err := c.patchStatus(ctx, pod, res); err != nil {
-			c.log.Error(err, "patch status annotation", "pod", who.Namespace+"/"+who.Name)
-		}
+		key := pod.Namespace + "/" + pod.Name
+		c.mu.Lock()
+		c.pending[key] = pendingStatus{uid: string(pod.UID), status: *res.Status, allocated: res.AllocatedCPUs}
+		c.mu.Unlock()
+		c.statusQ.Add(key)
 	}
 	if res.SharedChanged {
-		if err := c.patchNode(ctx); err != nil {
-			c.log.Error(err, "patch node annotations", "node", c.cfg.NodeName)
+		c.statusQ.Add(nodeKey)
+	}
+}
+
+// nodeKey is the status queue's key for the Node annotations.
+const nodeKey = "\x00node"
+
+// pendingStatus is the latest status annotation decided for a pod.
+type pendingStatus struct {
+	uid       string
+	status    Status
+	allocated string
+}
+
+// runStatusWorker writes the annotations the reconciler decided, newest
+// first-come: a pod changed twice before its patch went out gets one patch
+// with the latest values.
+func (c *controller) runStatusWorker(ctx context.Context) {
+	for {
+		key, quit := c.statusQ.Get()
+		if quit {
+			return
 		}
+		err := c.writeStatus(ctx, key)
+		if err != nil {
+			c.log.Error(err, "annotation patch failed; retried", "object", key)
+			c.statusQ.AddRateLimited(key)
+		} else {
+			c.statusQ.Forget(key)
+		}
+		c.statusQ.Done(key)
+	}
+}
+
+func (c *controller) writeStatus(ctx context.Context, key string) error {
+	if key == nodeKey {
+		return c.patchNode(ctx)
+	}
+	c.mu.Lock()
+	ps, ok := c.pending[key]
+	c.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	pod, err := c.lister.Pods(ns).Get(name)
+	if err != nil || string(pod.UID) != ps.uid {
+		c.dropPending(key, ps)
+		return nil // gone or replaced: nothing to report on
+	}
+	if err := c.patchStatus(ctx, pod, ps); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			c.dropPending(key, ps)
+			return nil
+		}
+		return err
+	}
+	c.dropPending(key, ps)
+	return nil
+}
+
+// dropPending forgets ps unless a newer status replaced it meanwhile.
+func (c *controller) dropPending(key string, ps pendingStatus) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.pending[key]; ok && cur == ps {
+		delete(c.pending, key)
 	}
 }
 
 // patchStatus writes cgpilot.io/status and cgpilot.io/allocated-cpus when
 // they differ from the pod's current values.
-func (c *controller) patchStatus(ctx context.Context, pod *corev1.Pod, res syncResult) error {
-	status := res.Status.Encode()
+func (c *controller) patchStatus(ctx context.Context, pod *corev1.Pod, res pendingStatus) error {
+	status := res.status.Encode()
 	ann := map[string]any{}
 	if pod.Annotations[AnnotationStatus] != status {
 		ann[AnnotationStatus] = status
 	}
 	cur, has := pod.Annotations[AnnotationAllocatedCPUs]
 	switch {
-	case res.AllocatedCPUs != "" && cur != res.AllocatedCPUs:
-		ann[AnnotationAllocatedCPUs] = res.AllocatedCPUs
-	case res.AllocatedCPUs == "" && has && res.Status.State != StateRefused && res.Status.State != StateFailed:
+	case res.allocated != "" && cur != res.allocated:
+		ann[AnnotationAllocatedCPUs] = res.allocated
+	case res.allocated == "" && has && res.status.State != StateRefused && res.status.State != StateFailed:
 		ann[AnnotationAllocatedCPUs] = nil // JSON merge patch: remove
 	}
 	if len(ann) == 0 {
