@@ -376,3 +376,30 @@ func TestE2EKubeletStaticCoexistence(t *testing.T) {
 		t.Fatalf("static pod's container moved to %s", got)
 	}
 }
+
+// TestE2EReservedCPUs: reserved CPUs are in no pod's cpuset and can be
+// asked for by no exclusive pod.
+func TestE2EReservedCPUs(t *testing.T) {
+	b := newBed(t)
+	all := mustSet(t, b.cfg.CPUs)
+	reserved := all.List()[0]
+	b.cfg.ReservedCPUs = fmt.Sprint(reserved)
+	rest := all.Difference(mustSet(t, b.cfg.ReservedCPUs)).String()
+	_, wRel, pids := b.createPod(t, "web", QoSBurstable, nil, "app")
+	b.startAgent(t)
+	eventually(t, "shared pool without the reserved CPU", func() (bool, string) {
+		got := b.cpus(wRel + "/app")
+		return got == rest, got
+	})
+	if got := allowed(t, pids[0]); got != rest {
+		t.Fatalf("shared task may run on %s, want %s", got, rest)
+	}
+	b.createPod(t, "grab", QoSBurstable, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUSet: fmt.Sprint(reserved)}, "app")
+	eventually(t, "explicit reserved CPU refused", func() (bool, string) {
+		s, _ := b.status(t, "grab")
+		return s.State == StateRefused && s.Reason == "ReservedOverlap", fmt.Sprintf("%+v", s)
+	})
+	if got := b.cpus(wRel + "/app"); got != rest {
+		t.Fatalf("refusal moved the shared pod to %s", got)
+	}
+}

@@ -39,14 +39,15 @@ type controller struct {
 	metrics  *metrics
 	log      logr.Logger
 
-	mu      sync.Mutex
-	since   map[string]time.Time     // key -> first unprocessed change
-	late    map[string]time.Time     // key -> first new container cgroup seen
-	pending map[string]pendingStatus // key -> latest status annotation to write
-	known   map[string]*knownPod     // key -> last seen identity (for deletes)
-	kubelet kubeletStatic
-	node    string // last node annotations written (JSON of both)
-	topo    string // topology summary for the local API
+	mu        sync.Mutex
+	since     map[string]time.Time     // key -> first unprocessed change
+	late      map[string]time.Time     // key -> first new container cgroup seen
+	pending   map[string]pendingStatus // key -> latest status annotation to write
+	known     map[string]*knownPod     // key -> last seen identity (for deletes)
+	kubelet   kubeletStatic
+	node      string // last node annotations written (JSON of both)
+	topo      string // topology summary for the local API
+	numaNodes int
 }
 
 type knownPod struct {
@@ -288,7 +289,7 @@ func (c *controller) summary() NodeSummary {
 	s := NodeSummary{
 		CPUs: st.All().String(), Reserved: st.Reserved().String(), SharedPool: st.SharedPool().String(),
 		Exclusive: st.Exclusive().String(), KubeletStatic: st.KubeletTaken().String(),
-		ExclusiveCap: c.pools.policy.cap(st), ExclusivePods: len(st.Assignments()), TopologySource: c.pools.topologySource, Topology: c.topo,
+		ExclusiveCap: c.pools.policy.cap(st), ExclusivePods: len(st.Assignments()), TopologySource: c.pools.topologySource, Topology: c.topo, NUMANodes: c.numaNodes,
 	}
 	for _, p := range c.allPods() {
 		if !p.Untouched {

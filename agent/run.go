@@ -94,6 +94,9 @@ func newController(ctx context.Context, cfg Config, cs kubernetes.Interface, log
 	c.pools = newPools(state, pol, backend)
 	c.pools.topologySource = source
 	c.topo = topologySummary(topo)
+	if topo != nil {
+		c.numaNodes = topo.Counts().NUMANodes
+	}
 	c.factory, c.informer = factory, inf
 	if err := c.addHandlers(inf); err != nil {
 		return nil, err
