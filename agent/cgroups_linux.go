@@ -157,57 +157,70 @@ func (b *cgroupPkg) ApplyPod(p podCgroupPlan) ([]string, error) {
 	if _, err := os.Stat(pd.CPUSet); errors.Is(err, os.ErrNotExist) {
 		return nil, nil // the pod cgroup is not created yet: the watcher queues the pod when it is
 	}
-	cpus := p.CPUs
-	set := cgroup.Resources{CPUs: &cpus}
-	if p.UnlimitedQuota {
-		set.Quota = &cgroup.Quota{QuotaUs: -1, PeriodUs: defaultPeriodUs}
-	}
-	quotaOf := func(path string) (*cgroup.Quota, bool) {
-		if p.RestoreQuota == nil {
-			return nil, false
-		}
-		q, ok := p.RestoreQuota.Containers[path]
-		if path == p.Path {
-			q, ok = p.RestoreQuota.Pod, true
-		}
-		if !ok {
-			return nil, false
-		}
-		return &cgroup.Quota{QuotaUs: q, PeriodUs: defaultPeriodUs}, true
-	}
-	podSet := set
-	if q, ok := quotaOf(p.Path); ok {
-		podSet.Quota = q
-	}
-	plan := cgroup.Plan{Pod: cgroup.Target{Name: "pod " + p.UID, Dirs: pd, Set: podSet}}
-	for _, c := range p.Containers {
-		cd, err := b.layout.DirsAt(c)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrCgroupWrite, err)
-		}
-		if _, err := os.Stat(cd.CPU); errors.Is(err, os.ErrNotExist) {
-			// cpuset-only child (or one that just exited): set its cpuset only.
-			plan.Containers = append(plan.Containers, cgroup.Target{Name: path.Base(c), Dirs: cd, Set: cgroup.Resources{CPUs: &cpus}})
-			continue
-		}
-		cset := set
-		if q, ok := quotaOf(c); ok {
-			cset.Quota = q
-		}
-		plan.Containers = append(plan.Containers, cgroup.Target{Name: path.Base(c), Dirs: cd, Set: cset})
-	}
-	recs, err := b.writer.Apply(plan)
 	var written []string
-	for _, r := range recs {
-		if !r.Rollback && !r.DryRun {
-			written = append(written, r.Path)
+	for attempt := 0; ; attempt++ {
+		plan, err := b.plan(p, pd)
+		if err != nil {
+			return written, err
 		}
-	}
-	if err != nil {
+		recs, err := b.writer.Apply(plan)
+		for _, r := range recs {
+			if !r.Rollback && !r.DryRun {
+				written = append(written, r.Path)
+			}
+		}
+		if err == nil {
+			return written, nil
+		}
+		// A container that started or exited between listing and writing
+		// (the writer refuses an unplanned child, or finds a cgroup gone,
+		// and rolls back): list again and retry once.
+		if attempt == 0 && (errors.Is(err, cgroup.ErrRefused) || errors.Is(err, cgroup.ErrGone)) {
+			if kids, lerr := b.Children(p.Path); lerr == nil {
+				p.Containers = kids
+				continue
+			}
+		}
 		if errors.Is(err, cgroup.ErrGone) {
-			return written, nil // a container exited mid-write: its cgroup is gone, nothing to fix
+			if _, serr := os.Stat(pd.CPUSet); errors.Is(serr, os.ErrNotExist) {
+				return written, nil // the whole pod is gone: nothing to fix
+			}
 		}
 		return written, fmt.Errorf("%w: pod %s: %w", ErrCgroupWrite, p.UID, err)
 	}
-	return written, nil
+}
+
+// plan turns a pod plan into a cgroup.Plan: cpuset on the pod and every
+// child, and the quota change where one is asked for.
+func (b *cgroupPkg) plan(p podCgroupPlan, pd cgroup.Dirs) (cgroup.Plan, error) {
+	cpus := p.CPUs
+	quotaOf := func(path string) *cgroup.Quota {
+		switch {
+		case p.UnlimitedQuota:
+			return &cgroup.Quota{QuotaUs: -1, PeriodUs: defaultPeriodUs}
+		case p.RestoreQuota == nil:
+			return nil
+		case path == p.Path:
+			return &cgroup.Quota{QuotaUs: p.RestoreQuota.Pod, PeriodUs: defaultPeriodUs}
+		}
+		if q, ok := p.RestoreQuota.Containers[path]; ok {
+			return &cgroup.Quota{QuotaUs: q, PeriodUs: defaultPeriodUs}
+		}
+		return nil
+	}
+	plan := cgroup.Plan{Pod: cgroup.Target{Name: "pod " + p.UID, Dirs: pd, Set: cgroup.Resources{CPUs: &cpus, Quota: quotaOf(p.Path)}}}
+	for _, c := range p.Containers {
+		cd, err := b.layout.DirsAt(c)
+		if err != nil {
+			return cgroup.Plan{}, fmt.Errorf("%w: %w", ErrCgroupWrite, err)
+		}
+		set := cgroup.Resources{CPUs: &cpus, Quota: quotaOf(c)}
+		if set.Quota != nil {
+			if _, err := os.Stat(cd.CPU); errors.Is(err, os.ErrNotExist) {
+				set.Quota = nil // a cpuset-only child: no cpu cgroup to set
+			}
+		}
+		plan.Containers = append(plan.Containers, cgroup.Target{Name: path.Base(c), Dirs: cd, Set: set})
+	}
+	return plan, nil
 }
