@@ -159,14 +159,20 @@ func (b *cgroupPkg) ApplyPod(p podCgroupPlan) ([]string, error) {
 	}
 	var written []string
 	for attempt := 0; ; attempt++ {
-		plan, err := b.plan(p, pd)
+		plans, err := b.plans(p, pd)
 		if err != nil {
 			return written, err
 		}
-		recs, err := b.writer.Apply(plan)
-		for _, r := range recs {
-			if !r.Rollback && !r.DryRun {
-				written = append(written, r.Path)
+		for _, plan := range plans {
+			var recs []cgroup.Write
+			recs, err = b.writer.Apply(plan)
+			for _, r := range recs {
+				if !r.Rollback && !r.DryRun {
+					written = append(written, r.Path)
+				}
+			}
+			if err != nil {
+				break
 			}
 		}
 		if err == nil {
@@ -190,9 +196,12 @@ func (b *cgroupPkg) ApplyPod(p podCgroupPlan) ([]string, error) {
 	}
 }
 
-// plan turns a pod plan into a cgroup.Plan: cpuset on the pod and every
-// child, and the quota change where one is asked for.
-func (b *cgroupPkg) plan(p podCgroupPlan, pd cgroup.Dirs) (cgroup.Plan, error) {
+// plans turns a pod plan into cgroup.Plans: one setting the cpuset on the
+// pod and every child and the quota where one is asked for. When a child
+// has no cpu cgroup (yet: runtimes create the hierarchies one by one), the
+// writer could not read its quota, so the quota goes in a second plan over
+// the pod and the children that have one.
+func (b *cgroupPkg) plans(p podCgroupPlan, pd cgroup.Dirs) ([]cgroup.Plan, error) {
 	cpus := p.CPUs
 	quotaOf := func(path string) *cgroup.Quota {
 		switch {
@@ -208,19 +217,31 @@ func (b *cgroupPkg) plan(p podCgroupPlan, pd cgroup.Dirs) (cgroup.Plan, error) {
 		}
 		return nil
 	}
-	plan := cgroup.Plan{Pod: cgroup.Target{Name: "pod " + p.UID, Dirs: pd, Set: cgroup.Resources{CPUs: &cpus, Quota: quotaOf(p.Path)}}}
+	withQuota := p.UnlimitedQuota || p.RestoreQuota != nil
+	one := cgroup.Plan{Pod: cgroup.Target{Name: "pod " + p.UID, Dirs: pd, Set: cgroup.Resources{CPUs: &cpus, Quota: quotaOf(p.Path)}}}
+	cpusOnly := cgroup.Plan{Pod: cgroup.Target{Name: "pod " + p.UID, Dirs: pd, Set: cgroup.Resources{CPUs: &cpus}}}
+	quotaOnly := cgroup.Plan{Pod: cgroup.Target{Name: "pod " + p.UID, Dirs: pd, Set: cgroup.Resources{Quota: quotaOf(p.Path)}}}
+	split := false
 	for _, c := range p.Containers {
 		cd, err := b.layout.DirsAt(c)
 		if err != nil {
-			return cgroup.Plan{}, fmt.Errorf("%w: %w", ErrCgroupWrite, err)
+			return nil, fmt.Errorf("%w: %w", ErrCgroupWrite, err)
 		}
-		set := cgroup.Resources{CPUs: &cpus, Quota: quotaOf(c)}
-		if set.Quota != nil {
-			if _, err := os.Stat(cd.CPU); errors.Is(err, os.ErrNotExist) {
-				set.Quota = nil // a cpuset-only child: no cpu cgroup to set
-			}
+		name := path.Base(c)
+		q := quotaOf(c)
+		one.Containers = append(one.Containers, cgroup.Target{Name: name, Dirs: cd, Set: cgroup.Resources{CPUs: &cpus, Quota: q}})
+		cpusOnly.Containers = append(cpusOnly.Containers, cgroup.Target{Name: name, Dirs: cd, Set: cgroup.Resources{CPUs: &cpus}})
+		if !withQuota {
+			continue
 		}
-		plan.Containers = append(plan.Containers, cgroup.Target{Name: path.Base(c), Dirs: cd, Set: set})
+		if _, err := os.Stat(cd.CPU); errors.Is(err, os.ErrNotExist) {
+			split = true // a cpuset-only child
+			continue
+		}
+		quotaOnly.Containers = append(quotaOnly.Containers, cgroup.Target{Name: name, Dirs: cd, Set: cgroup.Resources{Quota: q}})
 	}
-	return plan, nil
+	if split {
+		return []cgroup.Plan{cpusOnly, quotaOnly}, nil
+	}
+	return []cgroup.Plan{one}, nil
 }
