@@ -95,30 +95,6 @@ func (f WeightFormula) SharesToWeight(shares uint64) uint64 {
 	return cgroups.ConvertCPUSharesToCgroupV2Value(shares)
 }
 
-// readCPUUsage reads a cgroup's total CPU time in ns.
-func readCPUUsage(d Dirs) (uint64, error) {
-	if d.Unified {
-		s, err := readFile(d.CPU, "cpu.stat")
-		if err != nil {
-			return 0, err
-		}
-		var st Stats
-		if err := parseCPUStat([]byte(s), true, &st); err != nil {
-			return 0, wrapParse(filepath.Join(d.CPU, "cpu.stat"), []byte(s), err)
-		}
-		return st.CPUUsageNs, nil
-	}
-	s, err := readFile(d.CPUAcct, "cpuacct.usage")
-	if err != nil {
-		return 0, err
-	}
-	n, err := parseUint([]byte(s))
-	if err != nil {
-		return 0, wrapParse(filepath.Join(d.CPUAcct, "cpuacct.usage"), []byte(s), err)
-	}
-	return n, nil
-}
-
 // parseCPUStat fills the CPU fields of st from cpu.stat. v2 reports µs and
 // also carries usage_usec; v1 reports throttled_time in ns.
 func parseCPUStat(b []byte, v2 bool, st *Stats) error {
@@ -273,4 +249,50 @@ func sharesFile(unified bool, shares uint64, f WeightFormula) (string, string) {
 		return "cpu.weight", strconv.FormatUint(f.SharesToWeight(shares), 10)
 	}
 	return "cpu.shares", strconv.FormatUint(shares, 10)
+}
+
+// WeightFormulaFor picks the shares→weight conversion of an OCI runtime
+// from its name and version ("runc" "1.3.2", "crun" "1.23", as `runc
+// --version` prints them; a "v" prefix and a "-rc.1"-style suffix are
+// accepted). runc ≥ 1.3.2 and crun ≥ 1.23 use WeightQuadratic, older
+// versions WeightLinear.
+func WeightFormulaFor(runtime, version string) (WeightFormula, error) {
+	v := strings.TrimPrefix(strings.TrimSpace(version), "v")
+	if i := strings.IndexAny(v, "-+ "); i >= 0 {
+		v = v[:i]
+	}
+	parts := strings.Split(v, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return 0, fmt.Errorf("%w: runtime version %q: want major.minor[.patch]", ErrParse, version)
+	}
+	var n [3]uint64
+	for i, p := range parts {
+		x, err := strconv.ParseUint(p, 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("%w: runtime version %q: %q is not a number", ErrParse, version, p)
+		}
+		n[i] = x
+	}
+	atLeast := func(maj, min, patch uint64) bool {
+		if n[0] != maj {
+			return n[0] > maj
+		}
+		if n[1] != min {
+			return n[1] > min
+		}
+		return n[2] >= patch
+	}
+	var quadratic bool
+	switch runtime {
+	case "runc":
+		quadratic = atLeast(1, 3, 2)
+	case "crun":
+		quadratic = atLeast(1, 23, 0)
+	default:
+		return 0, fmt.Errorf("%w: unknown OCI runtime %q (want runc or crun); configure the weight formula", ErrUnsupported, runtime)
+	}
+	if quadratic {
+		return WeightQuadratic, nil
+	}
+	return WeightLinear, nil
 }

@@ -8,8 +8,8 @@ import (
 // Sentinels. Every error returned by this package wraps exactly one of them
 // (test with errors.Is), and names the file and the value involved.
 var (
-	// ErrGone: the cgroup or one of its files does not exist (any more),
-	// typically because the container just exited. Callers drop the target.
+	// ErrGone: the cgroup does not exist (any more), typically because the
+	// container just exited. Callers drop the target.
 	ErrGone = errors.New("cgroup gone")
 	// ErrNotCgroupfs: the path resolved outside the cgroup filesystem.
 	ErrNotCgroupfs = errors.New("not on cgroupfs")
@@ -26,8 +26,9 @@ var (
 	// ErrLayout: pod/container directories could not be resolved, or the
 	// layout configuration is invalid.
 	ErrLayout = errors.New("cgroup layout")
-	// ErrUnsupported: the operation does not exist in this cgroup mode
-	// (for example memory.high on cgroup v1).
+	// ErrUnsupported: the operation or file does not exist here: memory.high
+	// on cgroup v1, or a file missing from a cgroup that exists (controller
+	// not enabled in the parent's v2 subtree_control, or an older kernel).
 	ErrUnsupported = errors.New("unsupported in this cgroup mode")
 )
 

@@ -54,6 +54,11 @@ func fileErr(op, path, value string, err error, fallback error) error {
 	if kind == nil {
 		kind = fallback
 	}
+	if kind == ErrGone && isDir(filepath.Dir(path)) {
+		// The cgroup is there but the file is not: the controller is not
+		// enabled for it (v2 subtree_control) or the kernel lacks the file.
+		kind = ErrUnsupported
+	}
 	return &FileError{Op: op, Path: path, Value: value, Kind: kind, Err: unwrapPathErr(err)}
 }
 
@@ -95,15 +100,6 @@ func writeFile(dir, name, value string) error {
 		return fileErr("write", filepath.Join(dir, name), value, err, ErrWrite)
 	}
 	return nil
-}
-
-// exists reports whether a cgroup file exists, without opening it.
-func exists(dir, name string) bool {
-	if checkName(dir, name) != nil {
-		return false
-	}
-	_, err := os.Stat(filepath.Join(dir, name))
-	return err == nil
 }
 
 // heldFile is a cgroup file kept open for repeated pread at offset 0: one

@@ -381,6 +381,68 @@ func TestKernelOrdering(t *testing.T) {
 	})
 }
 
+// TestKernelQuotaPeriodOrder changes quota and period together on v1,
+// where the cgroup passes through (new quota, old period) or (old quota,
+// new period): pod 0.5 CPU as 50ms/100ms → 25ms/50ms, container 0.4 CPU as
+// 40ms/100ms → 0.45 CPU as 22.5ms/50ms. The pod must change its period
+// first (quota first gives it 0.25 < the container's 0.4), the container
+// its quota first (period first gives it 0.8 > the pod's 0.5).
+func TestKernelQuotaPeriodOrder(t *testing.T) {
+	k := newPod(t, cgroup.DriverCgroupfs)
+	w := cgroup.NewWriter(cgroup.WriterOptions{})
+	plan := func(pq int64, pp uint64, cq int64, cp uint64) cgroup.Plan {
+		return cgroup.Plan{Pod: cgroup.Target{Dirs: k.pod, Set: cgroup.Resources{Quota: &cgroup.Quota{QuotaUs: pq, PeriodUs: pp}}},
+			Containers: []cgroup.Target{{Dirs: k.ctr, Set: cgroup.Resources{Quota: &cgroup.Quota{QuotaUs: cq, PeriodUs: cp}}}}}
+	}
+	if _, err := w.Apply(plan(50000, 100000, 40000, 100000)); err != nil {
+		t.Fatal(err)
+	}
+	if !k.s.Unified {
+		if err := rawWrite(k.pod.CPU, "cpu.cfs_quota_us", "25000"); !errors.Is(err, syscall.EINVAL) {
+			t.Fatalf("naive pod quota-first: %v, want EINVAL", err)
+		}
+		if err := rawWrite(k.ctr.CPU, "cpu.cfs_period_us", "50000"); !errors.Is(err, syscall.EINVAL) {
+			t.Fatalf("naive container period-first: %v, want EINVAL", err)
+		}
+	}
+	recs, err := w.Apply(plan(25000, 50000, 22500, 50000))
+	if err != nil {
+		t.Fatalf("leveled: %v", err)
+	}
+	for _, r := range recs {
+		t.Logf("write %s: %s → %s", r.Path, r.Old, r.New)
+	}
+	if !k.s.Unified {
+		for _, c := range []struct {
+			dir, want string
+		}{{k.pod.CPU, "25000/50000"}, {k.ctr.CPU, "22500/50000"}} {
+			if got := readTrim(t, c.dir, "cpu.cfs_quota_us") + "/" + readTrim(t, c.dir, "cpu.cfs_period_us"); got != c.want {
+				t.Errorf("%s: %s, want %s", c.dir, got, c.want)
+			}
+		}
+	}
+}
+
+// TestKernelUnplannedChildRefused: the sandbox container is not in the
+// plan; narrowing the pod's cpuset below it is refused before any write.
+func TestKernelUnplannedChildRefused(t *testing.T) {
+	k := newPod(t, cgroup.DriverCgroupfs)
+	if k.s.Unified {
+		t.Skip("v2 does not reject a parent cpuset narrower than a child's; the check is v1-only")
+	}
+	sandbox := k.s.Mkdir(cgtest.PodPath("cgroupfs", "Burstable", kUID) + "/pause")
+	w := cgroup.NewWriter(cgroup.WriterOptions{})
+	before := readTrim(t, k.pod.CPUSet, "cpuset.cpus")
+	recs, err := w.Apply(cgroup.Plan{Pod: cgroup.Target{Dirs: k.pod, Set: cgroup.Resources{CPUs: cpus("1")}},
+		Containers: []cgroup.Target{{Dirs: k.ctr, Set: cgroup.Resources{CPUs: cpus("1")}}}})
+	if !errors.Is(err, cgroup.ErrRefused) || len(recs) != 0 || !strings.Contains(err.Error(), "pause") {
+		t.Fatalf("Apply = %v with %d writes; want a refusal naming the pause cgroup", err, len(recs))
+	}
+	if readTrim(t, k.pod.CPUSet, "cpuset.cpus") != before || readTrim(t, sandbox["cpuset"], "cpuset.cpus") != before {
+		t.Error("refused plan changed a cpuset")
+	}
+}
+
 func TestKernelDriftReasserted(t *testing.T) {
 	k := newPod(t, cgroup.DriverSystemd)
 	w := cgroup.NewWriter(cgroup.WriterOptions{})

@@ -253,6 +253,23 @@ func isDir(p string) bool {
 	return err == nil && st.IsDir()
 }
 
+// QoSPath is the path of the QoS-class cgroup pods of qos live in:
+// kubepods itself for Guaranteed, kubepods/burstable (or
+// kubepods-burstable.slice) and kubepods/besteffort otherwise.
+func (l *Layout) QoSPath(qos QoS) (string, error) {
+	switch qos {
+	case QoSGuaranteed:
+		return l.kubepods, nil
+	case QoSBurstable, QoSBestEffort:
+		q := strings.ToLower(string(qos))
+		if l.driver == DriverSystemd {
+			return path.Join(l.kubepods, strings.TrimSuffix(path.Base(l.kubepods), ".slice")+"-"+q+".slice"), nil
+		}
+		return path.Join(l.kubepods, q), nil
+	}
+	return "", fmt.Errorf("%w: unknown QoS class %q", ErrLayout, qos)
+}
+
 // PodPath is the pod cgroup's path from the hierarchy root.
 func (l *Layout) PodPath(uid string, qos QoS) (string, error) {
 	if !validToken(uid) {

@@ -198,6 +198,9 @@ func TestLayoutResolvesEveryDriverRuntimeQoS(t *testing.T) {
 				if err != nil || pod != tc.pod {
 					t.Errorf("PodPath = %q, %v; want %q", pod, err, tc.pod)
 				}
+				if q, err := l.QoSPath(tc.qos); err != nil || q != filepath.Dir(tc.pod) {
+					t.Errorf("QoSPath = %q, %v; want %q", q, err, filepath.Dir(tc.pod))
+				}
 				d, err := l.ContainerDirs(testUID, tc.qos, tc.scheme+"://"+testCID)
 				if err != nil {
 					t.Fatal(err)
@@ -312,4 +315,49 @@ func TestLayoutRejectsBadInput(t *testing.T) {
 	if d, err := DirsAt(sub, "/kubepods/x/c1"); err != nil || d.CPU != "/sys/fs/cgroup/c1" {
 		t.Errorf("DirsAt inside mount root = %+v, %v", d, err)
 	}
+}
+
+func FuzzParseMountinfo(f *testing.F) {
+	f.Add(hostMountinfo)
+	f.Add("29 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+	f.Add("32 31 0:29 /a\\040b /x\\134y rw - cgroup cgroup rw,cpu,cpuacct\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		m, err := ParseMountinfo(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		if m.Mode == ModeUnknown || (m.Mode == ModeUnified) != (len(m.V1) == 0) {
+			t.Fatalf("inconsistent mounts %+v", m)
+		}
+	})
+}
+
+// FuzzLayoutPaths checks that no pod UID or container ID can make a path
+// that leaves the pod's directory.
+func FuzzLayoutPaths(f *testing.F) {
+	f.Add(testUID, "containerd://"+testCID, true)
+	f.Add("../x", "cri-o://a/../../b", false)
+	f.Fuzz(func(t *testing.T, uid, cid string, systemd bool) {
+		cfg := LayoutConfig{KubepodsPath: "/kubepods", Driver: DriverCgroupfs}
+		if systemd {
+			cfg = LayoutConfig{KubepodsPath: "/kubepods.slice", Driver: DriverSystemd}
+		}
+		l, err := NewLayout(Mounts{Mode: ModeUnified, Unified: Mount{Point: "/sys/fs/cgroup", Root: "/"}}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, qos := range []QoS{QoSGuaranteed, QoSBurstable, QoSBestEffort} {
+			pod, err := l.PodPath(uid, qos)
+			if err != nil {
+				continue
+			}
+			ctr, err := l.ContainerPath(uid, qos, cid)
+			if err != nil {
+				continue
+			}
+			if filepath.Clean(ctr) != ctr || filepath.Dir(ctr) != pod || !strings.HasPrefix(pod, cfg.KubepodsPath+"/") {
+				t.Fatalf("uid %q cid %q made pod %q container %q", uid, cid, pod, ctr)
+			}
+		}
+	})
 }

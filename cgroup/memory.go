@@ -112,18 +112,14 @@ func parseMemoryStat(b []byte, v2 bool) (uint64, error) {
 	if v2 {
 		want = "inactive_file"
 	}
+	// Only the wanted line is parsed: memory.stat has 30-60 lines on v2 and
+	// this runs on every sample.
 	for len(b) > 0 {
 		var line []byte
 		line, b = nextLine(b)
-		if len(line) == 0 {
-			continue
-		}
-		key, v, err := kvUint(line)
-		if err != nil {
-			return 0, err
-		}
+		key, val := cutField(line)
 		if string(key) == want {
-			return v, nil
+			return parseUint(trimSpace(val))
 		}
 	}
 	return 0, errors.New("memory.stat lacks " + want)

@@ -299,3 +299,24 @@ func FuzzParseCPUMax(f *testing.F) {
 		}
 	})
 }
+
+func TestWeightFormulaFor(t *testing.T) {
+	for _, tc := range []struct {
+		runtime, version string
+		want             WeightFormula
+	}{
+		{"runc", "1.3.2", WeightQuadratic}, {"runc", "1.3.1", WeightLinear}, {"runc", "v1.5.2", WeightQuadratic},
+		{"runc", "1.4.0-rc.1", WeightQuadratic}, {"runc", "1.2.6", WeightLinear}, {"runc", "2.0", WeightQuadratic},
+		{"crun", "1.23", WeightQuadratic}, {"crun", "1.22.1", WeightLinear}, {"crun", "1.24", WeightQuadratic},
+	} {
+		got, err := WeightFormulaFor(tc.runtime, tc.version)
+		if err != nil || got != tc.want {
+			t.Errorf("WeightFormulaFor(%s, %s) = %v, %v; want %v", tc.runtime, tc.version, got, err, tc.want)
+		}
+	}
+	for _, bad := range [][2]string{{"runc", "1"}, {"runc", "x.y"}, {"runc", ""}, {"youki", "0.3.0"}, {"crun", "1.2.3.4"}} {
+		if _, err := WeightFormulaFor(bad[0], bad[1]); err == nil {
+			t.Errorf("WeightFormulaFor(%q, %q) accepted", bad[0], bad[1])
+		}
+	}
+}

@@ -31,8 +31,10 @@ type Reader struct {
 }
 
 // OpenReader opens the files of the cgroup at d. The CPU and memory files
-// are required: if one is missing the error wraps ErrGone (container exited)
-// or another sentinel. The OOM counter and PSI files are optional.
+// are required: the error wraps ErrGone when the cgroup directory is gone
+// (the container exited), ErrUnsupported when the directory exists without
+// the file (controller not enabled). The OOM counter and PSI files are
+// optional.
 func OpenReader(d Dirs) (*Reader, error) {
 	r := &Reader{unified: d.Unified}
 	usage, limit, stat, events := memoryFiles(d.Unified)
@@ -60,7 +62,7 @@ func OpenReader(d Dirs) (*Reader, error) {
 	for _, s := range specs {
 		h, err := openHeld(s.dir, s.name)
 		if err != nil {
-			if s.optional && errors.Is(err, ErrGone) {
+			if s.optional && (errors.Is(err, ErrGone) || errors.Is(err, ErrUnsupported)) {
 				continue
 			}
 			r.Close()

@@ -97,8 +97,10 @@ func (w *Writer) Drift() uint64 { return w.drift.Load() }
 //     quota ≥ 1 ms and period within [1 ms, 1 s]; every container's new
 //     cpuset within the pod's new cpuset; on v1 no container quota above
 //     the pod's (in CPUs); a lowered memory limit (or memory.high) not below
-//     usage × (1 + margin); memory.high only on v2. A failed check returns
-//     a *Refusal (ErrRefused) and writes nothing.
+//     usage × (1 + margin); memory.high only on v2; on v1 no child cgroup
+//     left out of the plan (the sandbox container) outside the pod's new
+//     cpuset or above its new quota. A failed check returns a *Refusal
+//     (ErrRefused) and writes nothing.
 //  2. Top-down (pod, then containers): cpuset.cpus and cpuset.mems widen to
 //     the union of old and new, so no level ever asks for CPUs its parent
 //     lacks (v1 EACCES).
@@ -160,7 +162,8 @@ type undoStep struct{ dir, file, old string }
 
 func (a *applier) run(p Plan) error {
 	nodes := make([]*node, 0, 1+len(p.Containers))
-	nodes = append(nodes, &node{t: p.Pod, hasChildren: len(p.Containers) > 0})
+	// A pod always has child cgroups (at least the sandbox), planned or not.
+	nodes = append(nodes, &node{t: p.Pod, hasChildren: true})
 	for _, c := range p.Containers {
 		nodes = append(nodes, &node{t: c})
 	}
@@ -494,11 +497,7 @@ func (a *applier) currentQuotaFile(d Dirs, q Quota, file string) (string, error)
 // reclaim starts before the hard limit; when growing, memory.max goes first.
 func (a *applier) memory(n *node, narrowing bool) error {
 	s, d := n.t.Set, n.t.Dirs
-	limit := s.MemoryLimit
-	var high *int64
-	if s.MemoryHigh != nil {
-		high = s.MemoryHigh
-	}
+	limit, high := s.MemoryLimit, s.MemoryHigh
 	changed := func(want *int64, cur int64) bool { return want != nil && pageRound(*want) != cur }
 	limitChanged, highChanged := changed(limit, n.memLimit), changed(high, n.memHigh)
 	if !limitChanged && !highChanged {

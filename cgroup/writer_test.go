@@ -215,9 +215,9 @@ func TestApplyRefusesAndWritesNothing(t *testing.T) {
 			}
 			return Plan{Pod: Target{Dirs: pod, Set: Resources{Quota: &Quota{100000, 100000}}}, Containers: []Target{{Dirs: c2, Set: Resources{Quota: &Quota{20000, 100000}}}}}
 		}, ErrGone},
-		{"file name with a slash", func(pod, c1, c2 Dirs) Plan {
+		{"v2 file missing from an existing cgroup", func(pod, c1, c2 Dirs) Plan {
 			return Plan{Pod: Target{Dirs: Dirs{CPU: pod.CPU, CPUSet: pod.CPUSet, Memory: pod.Memory, Unified: true}, Set: Resources{MemoryHigh: ptr[int64](1 << 40)}}}
-		}, ErrGone}, // v2 file missing in a v1 dir: reads fail as gone, nothing written
+		}, ErrUnsupported},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -417,9 +417,16 @@ func TestReaderOnFakeTree(t *testing.T) {
 	if err := r2.Read(&s); err != nil || s.HasPSI || s.HasOOMKills || s.WorkingSet != 0 {
 		t.Errorf("optional files: %+v, %v", s, err)
 	}
-	// Required file missing: the container is gone.
+	// Required file missing from an existing cgroup: unsupported.
 	os.Remove(filepath.Join(dir, "cpu.stat"))
+	if _, err := OpenReader(d); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("missing cpu.stat: %v, want ErrUnsupported", err)
+	}
+	// The whole cgroup missing: the container is gone.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := OpenReader(d); !errors.Is(err, ErrGone) {
-		t.Errorf("missing cpu.stat: %v, want ErrGone", err)
+		t.Errorf("removed cgroup: %v, want ErrGone", err)
 	}
 }
