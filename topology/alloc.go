@@ -259,15 +259,30 @@ func Allocate(topo *Topology, st State, req Request) (cpuset.CPUSet, error) {
 	if req.IOQueues == IOAvoid {
 		io := topo.IOCPUs()
 		if !io.Intersection(free).IsEmpty() {
-			p.exclude(io)
+			// A sibling of an interrupt-serving CPU shares its core with
+			// the interrupt work, so avoid whole cores.
+			p.exclude(coresOf(topo, io))
 			got, err := p.allocate(req.CPUs)
 			if err == nil {
 				return got, nil
 			}
 			p = newPicker(topo, ix, free, st.Taken, req)
 		}
+		// Not enough CPUs without queues: prefer the cores serving fewest.
+		p.ioScore = ioLoadScores(topo, ix)
 	}
 	return p.allocate(req.CPUs)
+}
+
+// coresOf returns set plus the thread siblings of its CPUs.
+func coresOf(topo *Topology, set cpuset.CPUSet) cpuset.CPUSet {
+	out := set
+	for _, id := range set.UnsortedList() {
+		if c, ok := topo.CPU(id); ok {
+			out = out.Union(c.Siblings)
+		}
+	}
+	return out
 }
 
 func checkLimits(lim Limits, n int) error {

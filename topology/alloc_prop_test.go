@@ -79,7 +79,7 @@ func checkInvariants(t *testing.T, topo *Topology, st State, req Request, got cp
 		t.Fatalf("result %q does not round-trip: %v", got, err)
 	}
 	smt := topo.allocIndex().smt
-	io := topo.IOCPUs()
+	io := coresOf(topo, topo.IOCPUs())
 	candidates := free
 	if req.IOQueues == IOAvoid && got.Intersection(io).IsEmpty() {
 		candidates = free.Difference(io)

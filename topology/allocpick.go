@@ -51,13 +51,15 @@ func buildAllocIndex(t *Topology) *allocIndex {
 
 // picker holds one allocation's working state, as flags per CPU position.
 type picker struct {
-	t       *Topology
-	ix      *allocIndex
-	free    []bool // candidate CPUs
-	taken   []bool // CPUs granted exclusively to others
-	policy  Policy
-	numa    NUMAPolicy
-	ioScore []int // per core: IO queues it would newly cover (IOSpread), or nil
+	t      *Topology
+	ix     *allocIndex
+	free   []bool // candidate CPUs
+	taken  []bool // CPUs granted exclusively to others
+	policy Policy
+	numa   NUMAPolicy
+	// ioScore orders cores (higher first) when not nil: IO queues newly
+	// covered under IOSpread, minus queues served under IOAvoid's fallback.
+	ioScore []int
 }
 
 func newPicker(t *Topology, ix *allocIndex, free, taken cpuset.CPUSet, req Request) *picker {
@@ -104,6 +106,19 @@ func ioSpreadScores(t *Topology, ix *allocIndex, taken cpuset.CPUSet) []int {
 					scores[k]++
 				}
 			}
+		}
+	}
+	return scores
+}
+
+// ioLoadScores scores each core by minus the IO queues its CPUs serve, so
+// that the ordering by score prefers the least loaded cores.
+func ioLoadScores(t *Topology, ix *allocIndex) []int {
+	byCPU := t.IOQueuesByCPU()
+	scores := make([]int, len(ix.cores))
+	for k, c := range ix.cores {
+		for _, i := range c.cpus {
+			scores[k] -= len(byCPU[t.CPUs[i].ID])
 		}
 	}
 	return scores
@@ -183,15 +198,20 @@ func (p *picker) groupBy(cores []int, key func(coreInfo) int) []group {
 // plan is a choice of CPU positions, not yet applied, and how many cores it
 // splits (takes some of a core's candidate CPUs and leaves others).
 type plan struct {
-	cpus   []int
-	splits int
+	cpus    []int
+	splits  int
+	partial int // CPUs taken from cores that were already partly used
 }
 
-// better orders (plan, capacity, key): fewer splits, then the group with the
+// better orders (plan, capacity, key): fewer splits, fewer threads of partly
+// used cores (whole cores are what full-cores promises), then the group with the
 // least capacity (best fit: keep large blocks free), then the lower key.
 func better(a, b group) bool {
 	if a.plan.splits != b.plan.splits {
 		return a.plan.splits < b.plan.splits
+	}
+	if a.plan.partial != b.plan.partial {
+		return a.plan.partial < b.plan.partial
 	}
 	if a.total != b.total {
 		return a.total < b.total
@@ -510,6 +530,10 @@ func (p *picker) fill(cores []int, quota int) plan {
 	}
 	takeAll := func(cs []int) {
 		for _, k := range cs {
+			n, whole := p.coreFree(k)
+			if !whole {
+				pl.partial += n
+			}
 			for _, i := range p.ix.cores[k].cpus {
 				if p.free[i] {
 					pl.cpus = append(pl.cpus, i)

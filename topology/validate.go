@@ -91,9 +91,9 @@ func validateExplicit(topo *Topology, st State, reserved cpuset.CPUSet, lim Limi
 		}
 	}
 	if req.IOQueues == IOAvoid {
-		io := topo.IOCPUs()
+		io := coresOf(topo, topo.IOCPUs())
 		if hit := set.Intersection(io); !hit.IsEmpty() && free.Difference(io).Size() >= n {
-			return cpuset.New(), refuse(ReasonIOQueueCPU, hit, "serve IO-queue interrupts while %d other CPUs are free", free.Difference(io).Size())
+			return cpuset.New(), refuse(ReasonIOQueueCPU, hit, "on cores serving IO-queue interrupts while %d other CPUs are free", free.Difference(io).Size())
 		}
 	}
 	return set, nil
