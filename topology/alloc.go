@@ -141,8 +141,51 @@ func ComputeLimits(topo *Topology, st State) (Limits, error) {
 	if err := checkState(st); err != nil {
 		return Limits{}, err
 	}
-	alloc := topo.Online().Difference(st.Reserved).Difference(topo.Reserved)
-	n := alloc.Size()
+	m := buildMasks(topo, st)
+	return limits(m, st), nil
+}
+
+// masks is a State resolved against a Topology, per CPU position: the hot
+// path of Allocate works on these instead of map-based sets.
+type masks struct {
+	free        []bool // online, not reserved, not taken
+	taken       []bool
+	allocatable int // online and not reserved
+	takenAlloc  int // taken among allocatable
+}
+
+func buildMasks(topo *Topology, st State) masks {
+	n := len(topo.CPUs)
+	m := masks{free: make([]bool, n), taken: make([]bool, n)}
+	reserved := make([]bool, n)
+	for _, set := range []cpuset.CPUSet{st.Reserved, topo.Reserved} {
+		for _, id := range set.UnsortedList() {
+			if i, ok := topo.index[id]; ok {
+				reserved[i] = true
+			}
+		}
+	}
+	for _, id := range st.Taken.UnsortedList() {
+		if i, ok := topo.index[id]; ok {
+			m.taken[i] = true
+		}
+	}
+	for i, c := range topo.CPUs {
+		if !c.Online || reserved[i] {
+			continue
+		}
+		m.allocatable++
+		if m.taken[i] {
+			m.takenAlloc++
+		} else {
+			m.free[i] = true
+		}
+	}
+	return m
+}
+
+func limits(m masks, st State) Limits {
+	n := m.allocatable
 	ratio := st.CapRatio
 	if ratio == 0 {
 		ratio = DefaultCapRatio
@@ -152,18 +195,17 @@ func ComputeLimits(topo *Topology, st State) (Limits, error) {
 		over = 1
 	}
 	var largest, sold int64
-	for _, m := range st.SharedMilliCPUs {
-		largest = max(largest, m)
-		sold += m
+	for _, v := range st.SharedMilliCPUs {
+		largest = max(largest, v)
+		sold += v
 	}
 	// Shared sizes are rounded up to whole CPUs: a 1.5-CPU instance needs 2.
 	a := float64(n) - 2*math.Ceil(float64(largest)/1000)
 	b := (float64(n) - math.Ceil(float64(sold)/1000)) / over
-	l := Limits{Allocatable: n, Cap: int(math.Floor(ratio*float64(n) + 1e-9))}
+	l := Limits{Allocatable: n, Cap: int(math.Floor(ratio*float64(n) + 1e-9)), Taken: m.takenAlloc}
 	l.Sellable = max(0, int(math.Floor(min(a, b)+1e-9)))
 	l.Max = min(l.Cap, l.Sellable)
-	l.Taken = st.Taken.Intersection(alloc).Size()
-	return l, nil
+	return l
 }
 
 func checkState(st State) error {
@@ -236,40 +278,51 @@ func Allocate(topo *Topology, st State, req Request) (cpuset.CPUSet, error) {
 	if err != nil {
 		return cpuset.New(), err
 	}
-	lim, err := ComputeLimits(topo, st)
-	if err != nil {
+	if err := checkState(st); err != nil {
 		return cpuset.New(), err
 	}
-	reserved := st.Reserved.Union(topo.Reserved)
+	m := buildMasks(topo, st)
+	lim := limits(m, st)
 	if !req.Explicit.IsEmpty() {
-		return validateExplicit(topo, st, reserved, lim, req)
+		return validateExplicit(topo, st, st.Reserved.Union(topo.Reserved), lim, req)
 	}
-	free := topo.Online().Difference(reserved).Difference(st.Taken)
 	if req.Policy == BindAll {
-		if free.IsEmpty() {
+		var ids []int
+		for i, f := range m.free {
+			if f {
+				ids = append(ids, topo.CPUs[i].ID)
+			}
+		}
+		if len(ids) == 0 {
 			return cpuset.New(), refuse(ReasonNotEnoughCPUs, cpuset.New(), "no allocatable CPU is free")
 		}
-		return free, nil
+		return cpuset.New(ids...), nil
 	}
 	if err := checkLimits(lim, req.CPUs); err != nil {
 		return cpuset.New(), err
 	}
 	ix := topo.allocIndex()
-	p := newPicker(topo, ix, free, st.Taken, req)
+	p := newPicker(topo, ix, m, req)
 	if req.IOQueues == IOAvoid {
-		io := topo.IOCPUs()
-		if !io.Intersection(free).IsEmpty() {
+		hit := false
+		for i, io := range ix.ioCore {
+			hit = hit || io && m.free[i]
+		}
+		if hit {
 			// A sibling of an interrupt-serving CPU shares its core with
 			// the interrupt work, so avoid whole cores.
-			p.exclude(coresOf(topo, io))
+			for i, io := range ix.ioCore {
+				p.free[i] = p.free[i] && !io
+			}
 			got, err := p.allocate(req.CPUs)
 			if err == nil {
 				return got, nil
 			}
-			p = newPicker(topo, ix, free, st.Taken, req)
+			p = newPicker(topo, ix, m, req)
+			// Not enough CPUs without queues: prefer the cores serving
+			// the fewest.
+			p.ioScore = ix.ioLoad
 		}
-		// Not enough CPUs without queues: prefer the cores serving fewest.
-		p.ioScore = ioLoadScores(topo, ix)
 	}
 	return p.allocate(req.CPUs)
 }

@@ -17,6 +17,10 @@ type coreInfo struct {
 type allocIndex struct {
 	cores []coreInfo
 	smt   int // the most threads of any core
+	// ioCore marks, per CPU position, CPUs on a core that serves IO-queue
+	// interrupts; ioLoad scores each core by minus the queues it serves.
+	ioCore []bool
+	ioLoad []int
 }
 
 func (t *Topology) allocIndex() *allocIndex {
@@ -46,6 +50,13 @@ func buildAllocIndex(t *Topology) *allocIndex {
 		ix.cores[k].cpus = append(ix.cores[k].cpus, i)
 		ix.smt = max(ix.smt, len(ix.cores[k].cpus))
 	}
+	ix.ioCore = make([]bool, len(t.CPUs))
+	for _, id := range coresOf(t, t.IOCPUs()).UnsortedList() {
+		if i, ok := t.index[id]; ok {
+			ix.ioCore[i] = true
+		}
+	}
+	ix.ioLoad = ioLoadScores(t, ix)
 	return ix
 }
 
@@ -62,30 +73,18 @@ type picker struct {
 	ioScore []int
 }
 
-func newPicker(t *Topology, ix *allocIndex, free, taken cpuset.CPUSet, req Request) *picker {
-	p := &picker{t: t, ix: ix, free: make([]bool, len(t.CPUs)), taken: make([]bool, len(t.CPUs)), policy: req.Policy, numa: req.NUMA}
-	for _, id := range free.UnsortedList() {
-		if i, ok := t.index[id]; ok {
-			p.free[i] = true
-		}
-	}
-	for _, id := range taken.UnsortedList() {
-		if i, ok := t.index[id]; ok {
-			p.taken[i] = true
-		}
-	}
+func newPicker(t *Topology, ix *allocIndex, m masks, req Request) *picker {
+	p := &picker{t: t, ix: ix, free: append([]bool(nil), m.free...), taken: m.taken, policy: req.Policy, numa: req.NUMA}
 	if req.IOQueues == IOSpread {
-		p.ioScore = ioSpreadScores(t, ix, taken)
+		var taken []int
+		for i, tk := range m.taken {
+			if tk {
+				taken = append(taken, t.CPUs[i].ID)
+			}
+		}
+		p.ioScore = ioSpreadScores(t, ix, cpuset.New(taken...))
 	}
 	return p
-}
-
-func (p *picker) exclude(set cpuset.CPUSet) {
-	for _, id := range set.UnsortedList() {
-		if i, ok := p.t.index[id]; ok {
-			p.free[i] = false
-		}
-	}
 }
 
 // ioSpreadScores counts, per core, the IO queues its CPUs serve that no

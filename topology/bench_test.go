@@ -12,14 +12,19 @@ import (
 )
 
 // firstFit is the baseline: the first n free CPUs in id order, with no
-// topology at all. Allocate is measured against it in the same run.
+// topology at all, on the same per-position masks Allocate starts from.
 func firstFit(topo *Topology, st State, n int) cpuset.CPUSet {
-	free := topo.Online().Difference(st.Reserved).Difference(topo.Reserved).Difference(st.Taken)
-	ids := free.List()
+	m := buildMasks(topo, st)
+	ids := make([]int, 0, n)
+	for i, f := range m.free {
+		if f && len(ids) < n {
+			ids = append(ids, topo.CPUs[i].ID)
+		}
+	}
 	if len(ids) < n {
 		return cpuset.New()
 	}
-	return cpuset.New(ids[:n]...)
+	return cpuset.New(ids...)
 }
 
 // busyState takes about a quarter of the CPUs, as a node with running
