@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,18 +73,9 @@ func TestNodePodResizeAndCleanTeardown(t *testing.T) {
 
 	cs0 := running.Status.ContainerStatuses[0]
 	ctrID := strings.TrimPrefix(cs0.ContainerID, "containerd://")
-	cpuRoot := ""
-	for _, r := range n.KubepodsRoots() {
-		if filepath.Base(filepath.Dir(r)) == "cpu" || filepath.Base(filepath.Dir(r)) == "cpu,cpuacct" {
-			cpuRoot = r
-		}
-	}
-	if cpuRoot == "" {
-		t.Skip("no cgroup v1 cpu hierarchy: the cfs quota check is for cgroup v1 hosts")
-	}
-	quotaFile := filepath.Join(cpuRoot, "burstable", "pod"+string(running.UID), ctrID, "cpu.cfs_quota_us")
-	if got := readTrim(t, quotaFile); got != "20000" {
-		t.Fatalf("%s = %s, want 20000 (cpu limit 200m)", quotaFile, got)
+	quotaFile, want20, want30 := cpuLimitFile(t, n, string(running.UID), ctrID)
+	if got := readTrim(t, quotaFile); got != want20 {
+		t.Fatalf("%s = %s, want %s (cpu limit 200m)", quotaFile, got, want20)
 	}
 	// The container's process is really in that cgroup.
 	procs := readTrim(t, filepath.Join(filepath.Dir(quotaFile), "cgroup.procs"))
@@ -105,7 +97,7 @@ func TestNodePodResizeAndCleanTeardown(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("default").Patch(ctx, "bb", types.StrategicMergePatchType, resizeCPU("c", "150m", "300m"), metav1.PatchOptions{}, "resize"); err != nil {
 		t.Fatalf("pods/resize: %v", err)
 	}
-	waitFor(t, quotaFile+" = 30000 after resize", 90*time.Second, func() bool { return readTrim(t, quotaFile) == "30000" })
+	waitFor(t, quotaFile+" = "+want30+" after resize", 90*time.Second, func() bool { return readTrim(t, quotaFile) == want30 })
 	t.Logf("timing: resize -> cgroup rewritten in %v", time.Since(resizeStart).Round(time.Millisecond))
 	waitFor(t, "resize reported in pod status", 60*time.Second, func() bool {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, "bb", metav1.GetOptions{})
@@ -166,4 +158,48 @@ func firstOr(s []string) string {
 		return ""
 	}
 	return s[0]
+}
+
+// cpuLimitFile is the container's CFS quota file and its expected contents
+// for 200m and 300m: cpu.cfs_quota_us in a cgroup v1 cpu hierarchy, else
+// cpu.max in a cgroup v2 hierarchy with the cpu controller.
+func cpuLimitFile(t *testing.T, n *harness.Node, podUID, ctrID string) (file, at200m, at300m string) {
+	t.Helper()
+	for _, r := range n.KubepodsRoots() {
+		if b := filepath.Base(filepath.Dir(r)); b == "cpu" || b == "cpu,cpuacct" {
+			return filepath.Join(r, "burstable", "pod"+podUID, ctrID, "cpu.cfs_quota_us"), "20000", "30000"
+		}
+	}
+	for _, r := range n.KubepodsRoots() {
+		if strings.Contains(readTrim(t, filepath.Join(filepath.Dir(r), "cgroup.controllers")), "cpu") {
+			return filepath.Join(r, "burstable", "pod"+podUID, ctrID, "cpu.max"), "20000 100000", "30000 100000"
+		}
+	}
+	t.Fatalf("no cpu controller in any hierarchy of %v", n.KubepodsRoots())
+	return "", "", ""
+}
+
+// TestNodeStartFailureLeavesNothing makes StartNode fail at its last step
+// (Node Ready, with a deadline it cannot meet) while containerd and a
+// starting kubelet run, and checks that the failed start undid everything
+// and said why.
+func TestNodeStartFailureLeavesNothing(t *testing.T) {
+	bins := tier.Node(t)
+	before := takeSnapshot(t)
+	if len(before.kubepods) > 0 {
+		t.Skipf("kubepods cgroups exist (%v): another kubelet runs here", before.kubepods)
+	}
+	cp := harness.MustStart(t, bins, harness.Options{})
+	_, err := harness.StartNode(context.Background(), cp, harness.NodeOptions{Name: "cgpilot-doomed", ReadyTimeout: time.Millisecond})
+	if !errors.Is(err, harness.ErrStart) || !strings.Contains(err.Error(), "not Ready within") || !strings.Contains(err.Error(), "kubelet's last log lines") {
+		t.Fatalf("err = %v, want a not-Ready error with the kubelet's log", err)
+	}
+	if cp.State.Node != nil {
+		t.Errorf("node record kept after a clean failed start: %+v", cp.State.Node)
+	}
+	bed := recordBed(cp)
+	if err := cp.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	assertNoLeaks(t, before, bed)
 }

@@ -9,6 +9,17 @@
 // command's `down`). Processes are ended only by recorded PID, checked against
 // their recorded start time, never by name.
 //
+// A node changes host state a kubelet always changes: kubepods cgroups in
+// every hierarchy, /var/lib/kubelet/device-plugins, /run/containerd/s,
+// /run/netns, /var/lib/cni, /var/log/containers and six kernel sysctls
+// (plus ip_forward from the ptp plugin). StartNode records what existed
+// before, refuses to start when kubepods exists, and holds NodeLockFile;
+// teardown removes only what is new and puts the sysctls back. If a test
+// process dies without teardown (a go test -timeout panic, SIGKILL), its
+// children die with it but shims and host state stay: the next StartNode
+// names the directory, and `go run ./test/cmd/testbed down --dir DIR`
+// cleans it from the recorded state.
+//
 // Error contract: Start* functions either return a running test bed or an
 // error that wraps ErrStart, names the component and carries the tail of its
 // log; on error nothing they started is left behind. Teardown tries every

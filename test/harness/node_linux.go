@@ -63,6 +63,9 @@ type Node struct {
 // test bed's directory (for `testbed down --dir`).
 const NodeLockFile = "/run/cgpilot-testnode.lock"
 
+// nodeLockPath is NodeLockFile, a variable only for the lock's unit test.
+var nodeLockPath = NodeLockFile
+
 const podSubnet = "10.244.0.0/24"
 
 // KubepodsRoots are the kubelet's top cgroups in every hierarchy.
@@ -119,27 +122,28 @@ func cniBinDir() string {
 }
 
 // acquireNodeLock creates NodeLockFile exclusively, waiting while another
-// live harness node holds it.
+// live harness node holds it. The file holds the test bed's directory and
+// the owner's PID and start time.
 func acquireNodeLock(ctx context.Context, dir string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
+	st, _ := procStartTime(os.Getpid())
 	for {
-		f, err := os.OpenFile(NodeLockFile, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		f, err := os.OpenFile(nodeLockPath, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 		if err == nil {
-			_, werr := f.WriteString(dir + "\n")
+			_, werr := fmt.Fprintf(f, "%s\n%d %d\n", dir, os.Getpid(), st)
 			f.Close()
 			if werr != nil {
-				os.Remove(NodeLockFile)
-				return fmt.Errorf("%w: write %s: %v", ErrStart, NodeLockFile, werr)
+				os.Remove(nodeLockPath)
+				return fmt.Errorf("%w: write %s: %v", ErrStart, nodeLockPath, werr)
 			}
 			return nil
 		}
 		if !os.IsExist(err) {
-			return fmt.Errorf("%w: node lock %s: %v", ErrStart, NodeLockFile, err)
+			return fmt.Errorf("%w: node lock %s: %v", ErrStart, nodeLockPath, err)
 		}
-		b, _ := os.ReadFile(NodeLockFile)
-		holder := strings.TrimSpace(string(b))
-		if !nodeAlive(holder) {
-			return fmt.Errorf("%w: %s names %q, whose node is not running (a crashed run?): clean it up with `go run ./test/cmd/testbed down --dir %s`", ErrStart, NodeLockFile, holder, holder)
+		holder, owner := readNodeLock()
+		if !owner.Alive() && !nodeAlive(holder) {
+			return fmt.Errorf("%w: %s names %q, whose node is not running (a crashed run?): clean it up with `go run ./test/cmd/testbed down --dir %s`", ErrStart, nodeLockPath, holder, holder)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w: another harness node (%s) still runs after %v", ErrStart, holder, timeout)
@@ -152,14 +156,22 @@ func acquireNodeLock(ctx context.Context, dir string, timeout time.Duration) err
 	}
 }
 
-// nodeAlive reports whether the test bed in dir has a live node process,
-// or is still being set up (no node record yet, owner alive).
+// readNodeLock returns the directory and owner recorded in NodeLockFile.
+func readNodeLock() (string, ProcRecord) {
+	b, _ := os.ReadFile(nodeLockPath)
+	dir, rest, _ := strings.Cut(string(b), "\n")
+	var owner ProcRecord
+	if _, err := fmt.Sscanf(rest, "%d %d", &owner.PID, &owner.StartTime); err != nil || owner.PID <= 0 {
+		owner = ProcRecord{PID: -1}
+	}
+	return strings.TrimSpace(dir), owner
+}
+
+// nodeAlive reports whether the test bed in dir has a live node process
+// (a detached testbed node outlives the process that took the lock).
 func nodeAlive(dir string) bool {
 	s, err := LoadState(dir)
-	if err != nil {
-		return false
-	}
-	if s.Node == nil {
+	if err != nil || s.Node == nil {
 		return false
 	}
 	for _, p := range s.Node.Procs {
@@ -167,9 +179,7 @@ func nodeAlive(dir string) bool {
 			return true
 		}
 	}
-	// Still starting: the lock is taken before containerd starts.
-	fi, err := os.Stat(filepath.Join(dir, StateFile))
-	return err == nil && time.Since(fi.ModTime()) < 2*time.Minute
+	return false
 }
 
 // StartNode starts containerd and a kubelet registered as opts.Name with
@@ -541,7 +551,7 @@ func teardownNode(st *State) error {
 		add(m.restore(mounted))
 	}
 	if ns.Lock != "" {
-		if b, err := os.ReadFile(ns.Lock); err == nil && strings.TrimSpace(string(b)) == st.Dir {
+		if holder, _ := readNodeLock(); holder == st.Dir {
 			add(os.Remove(ns.Lock))
 		}
 	}

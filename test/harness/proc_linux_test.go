@@ -188,3 +188,37 @@ func TestProcsMatchingFiltersByProgram(t *testing.T) {
 	waitFor(1, "sh")
 	waitFor(0, "kubelet", "containerd")
 }
+
+func TestNodeLock(t *testing.T) {
+	nodeLockPath = filepath.Join(t.TempDir(), "lock")
+	defer func() { nodeLockPath = NodeLockFile }()
+	ctx := context.Background()
+	if err := acquireNodeLock(ctx, "/tmp/bed-a", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	dir, owner := readNodeLock()
+	if dir != "/tmp/bed-a" || owner.PID != os.Getpid() || !owner.Alive() {
+		t.Fatalf("lock names %q owned by %+v", dir, owner)
+	}
+	// Held by a live owner (us): a second taker waits, then gives up.
+	start := time.Now()
+	err := acquireNodeLock(ctx, "/tmp/bed-b", 1500*time.Millisecond)
+	if !errors.Is(err, ErrStart) || !strings.Contains(err.Error(), "still runs") || time.Since(start) < time.Second {
+		t.Fatalf("second acquire after %v: %v", time.Since(start), err)
+	}
+	// A dead owner and no live node: stale, with the command that cleans it.
+	if err := os.WriteFile(nodeLockPath, []byte("/tmp/bed-gone\n999999999 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = acquireNodeLock(ctx, "/tmp/bed-b", time.Minute)
+	if !errors.Is(err, ErrStart) || !strings.Contains(err.Error(), "testbed down --dir /tmp/bed-gone") {
+		t.Fatalf("stale lock: %v", err)
+	}
+	// A garbled lock counts as stale, never as a live owner.
+	if err := os.WriteFile(nodeLockPath, []byte("junk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, owner := readNodeLock(); owner.Alive() {
+		t.Fatalf("garbled lock has a live owner %+v", owner)
+	}
+}

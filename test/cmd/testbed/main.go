@@ -159,7 +159,7 @@ func status(dir string, out io.Writer) error {
 func down(dir string, out io.Writer) error {
 	if _, err := os.Stat(filepath.Join(dir, harness.StateFile)); os.IsNotExist(err) {
 		// A crashed run whose directory is gone leaves only the node lock.
-		if b, err := os.ReadFile(harness.NodeLockFile); err == nil && strings.TrimSpace(string(b)) == dir {
+		if b, err := os.ReadFile(harness.NodeLockFile); err == nil && strings.HasPrefix(string(b), dir+"\n") {
 			if err := os.Remove(harness.NodeLockFile); err != nil {
 				return err
 			}

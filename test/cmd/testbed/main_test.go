@@ -79,3 +79,47 @@ func TestUpStatusDown(t *testing.T) {
 		t.Errorf("%s survived down", dir)
 	}
 }
+
+// TestUpDownWithNode is `make demo` as root: up --node leaves a Ready node
+// running after up returns; down removes its processes, kubepods cgroups
+// and lock.
+func TestUpDownWithNode(t *testing.T) {
+	bins := tier.Node(t)
+	if m, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods"); len(m) > 0 {
+		t.Skipf("kubepods cgroups exist (%v): another kubelet runs here", m)
+	}
+	dir := filepath.Join(t.TempDir(), "demo")
+	var out bytes.Buffer
+	if err := run([]string{"up", "--node", "--dir", dir, "--bins", bins}, &out); err != nil {
+		t.Fatalf("up --node: %v\n%s", err, out.String())
+	}
+	t.Cleanup(func() { _ = harness.Teardown(dir) })
+	if !strings.Contains(out.String(), "node cgpilot-node: Ready") {
+		t.Errorf("up --node does not report a Ready node:\n%s", out.String())
+	}
+	st, err := harness.LoadState(dir)
+	if err != nil || st.Node == nil || len(st.Node.Procs) != 2 {
+		t.Fatalf("state after up --node: %v %+v", err, st)
+	}
+	procs := append(append([]harness.ProcRecord{}, st.Procs...), st.Node.Procs...)
+	if m, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods"); len(m) == 0 {
+		t.Error("no kubepods cgroup while the demo node runs")
+	}
+	out.Reset()
+	if err := run([]string{"down", "--dir", dir}, &out); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	for _, p := range procs {
+		if p.Alive() {
+			t.Errorf("%s (pid %d) survived down", p.Name, p.PID)
+		}
+	}
+	if m, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods"); len(m) > 0 {
+		t.Errorf("kubepods cgroups survived down: %v", m)
+	}
+	for _, p := range []string{dir, harness.NodeLockFile} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s survived down", p)
+		}
+	}
+}
