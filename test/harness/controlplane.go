@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -341,9 +342,11 @@ func writeKubeconfig(path, server string, p *pki) error {
 	return nil
 }
 
-// freePorts reserves n distinct loopback ports. They are released before
-// use, so another process could take one in between; the start then fails
-// with the process's log naming the port.
+// freePorts reserves n distinct loopback ports for processes started later.
+// They are released before use, so they are drawn from below the kernel's
+// ephemeral range: there, any outgoing connection on the machine could take
+// one as its source port in between (seen: kubelet "address already in use").
+// Where the range leaves no room below it, the kernel picks.
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -351,14 +354,42 @@ func freePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
+	low := ephemeralLow()
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for attempt := 0; len(ports) < n; attempt++ {
+		addr := "127.0.0.1:0"
+		if low-portFloor >= 1000 && attempt < 200 {
+			addr = fmt.Sprintf("127.0.0.1:%d", portFloor+rand.IntN(low-portFloor))
+		} else if attempt >= 200+n {
+			return nil, fmt.Errorf("%w: no free loopback port after %d attempts", ErrStart, attempt)
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, fmt.Errorf("%w: free port: %v", ErrStart, err)
+			continue
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// portFloor keeps clear of well-known and commonly configured service ports.
+const portFloor = 20000
+
+// ephemeralLow is the first port of net.ipv4.ip_local_port_range (Linux's
+// default 32768 when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 1 {
+		return 32768
+	}
+	v, err := strconv.Atoi(f[0])
+	if err != nil || v <= 0 || v > 65535 {
+		return 32768
+	}
+	return v
 }
