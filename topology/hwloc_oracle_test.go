@@ -1,0 +1,113 @@
+//go:build linux
+
+package topology
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cgpilot/cgpilot/test/tier"
+	"k8s.io/utils/cpuset"
+)
+
+// hwlocKnownDifferences lists the hwloc cases where hwloc's answer is not
+// sysfs's answer, with the reason. Everything else must match exactly.
+var hwlocKnownDifferences = map[string]string{
+	"16amd64-8n2c-cpusets": "hwloc drops the NUMA nodes that the capture's cgroup cpuset.mems disallows; we report the hardware",
+	"4fake-4gr1nu1pu":      "synthetic: hand-made groups with one NUMA node per PU to test hwloc's object insertion",
+	"fakeheteromemtiers":   "synthetic: hwloc attaches heterogeneous memory tiers at machine level",
+}
+
+// TestHwlocOracle discovers every hwloc test tarball and compares sockets,
+// NUMA nodes, cores and last-level-cache groups, as partitions of the PUs
+// hwloc shows, with hwloc's own expected output.
+func TestHwlocOracle(t *testing.T) {
+	dir := tier.SharedData(t, "hwloc-linux-sysfs")
+	cases := hwlocCases(t, dir)
+	compared := 0
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			if !c.plain {
+				t.Skipf("%s runs hwloc with options or environment that change discovery", c.name)
+			}
+			if why, ok := hwlocKnownDifferences[c.name]; ok {
+				t.Skip(why)
+			}
+			var view hwlocView
+			var err error
+			if strings.HasSuffix(c.expected, ".xml") {
+				view, err = parseHwlocXML(c.expected)
+			} else {
+				view, err = parseHwlocConsole(c.expected)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if view.pus.IsEmpty() {
+				t.Fatalf("%s: no PU in hwloc output", c.expected)
+			}
+			root := unpack(t, c.tarball)
+			topo, warns, err := DiscoverRoot(root)
+			if err != nil {
+				t.Fatalf("Discover: %v", err)
+			}
+			for _, w := range warns {
+				t.Logf("warning: %s", w)
+			}
+			if !view.pus.IsSubsetOf(topo.Online()) {
+				t.Errorf("hwloc shows PUs %s, we have online %s", view.pus, topo.Online())
+			}
+			compareLevel := func(hwlocType string, attr func(CPU) int) {
+				t.Helper()
+				want, ok := partition(view.objects[hwlocType], view.pus)
+				if !ok {
+					t.Logf("%s: hwloc objects overlap; not a partition", hwlocType)
+					return
+				}
+				if len(want) == 0 {
+					t.Logf("hwloc shows no %s", hwlocType)
+					return
+				}
+				// Compare on the PUs that hwloc places in an object of this
+				// type; the others must be Unknown to us.
+				covered := cpuset.New()
+				for _, w := range view.objects[hwlocType] {
+					covered = covered.Union(w.Intersection(view.pus))
+				}
+				for _, id := range view.pus.Difference(covered).List() {
+					if c, _ := topo.CPU(id); attr(c) != Unknown && hwlocType == "NUMANode" {
+						t.Errorf("CPU %d: hwloc has no %s for it, we say %d", id, hwlocType, attr(c))
+					}
+				}
+				got, _ := partition(ourGroups(topo, covered, attr), covered)
+				if !slices.Equal(got, want) {
+					t.Errorf("%s partition:\n got %d groups %v\nwant %d groups %v", hwlocType, len(got), got, len(want), want)
+				}
+			}
+			compareLevel("Package", func(c CPU) int { return c.Socket })
+			compareLevel("NUMANode", func(c CPU) int { return c.NUMA })
+			if len(view.objects["Core"]) > 0 {
+				compareLevel("Core", func(c CPU) int { return c.Core })
+			}
+			level := 0
+			for _, g := range topo.LLCGroups {
+				level = max(level, g.Level)
+			}
+			if level > 0 {
+				compareLevel("L"+strconv.Itoa(level)+"Cache", func(c CPU) int { return c.L3 })
+			} else if n := len(view.objects["L3Cache"]); n > 0 {
+				t.Errorf("hwloc shows %d L3 caches, we found no cache information", n)
+			}
+			compared++
+		})
+	}
+	t.Cleanup(func() {
+		if compared < 20 {
+			t.Errorf("only %d hwloc machines compared", compared)
+		}
+	})
+
+}

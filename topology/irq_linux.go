@@ -1,0 +1,58 @@
+//go:build linux
+
+package topology
+
+import (
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+)
+
+// readIRQs reads <proc>/interrupts and, for every numbered IRQ,
+// <proc>/irq/N/smp_affinity_list (else smp_affinity) and
+// effective_affinity_list. A missing /proc/interrupts yields a warning and no
+// IRQs; a garbled one is an error.
+func readIRQs(procRoot string) ([]IRQ, []Warning, error) {
+	path := filepath.Join(procRoot, "interrupts")
+	b, err := readBounded(path, maxInterruptsBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, []Warning{{path, "absent: no IO-queue information"}}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	lines, err := parseInterrupts(b)
+	if err != nil {
+		return nil, nil, parseErr(path, "", err)
+	}
+	var warns []Warning
+	irqs := make([]IRQ, 0, len(lines))
+	noAffinity := 0
+	for _, l := range lines {
+		q := IRQ{Number: l.number, Chip: l.chip, Name: l.name}
+		q.Kind, q.Queue = classifyIRQ(l.name)
+		dir := filepath.Join(procRoot, "irq", strconv.Itoa(l.number))
+		set, ok, err := readCPUList(filepath.Join(dir, "smp_affinity_list"))
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			if set, ok, err = readCPUMask(filepath.Join(dir, "smp_affinity")); err != nil {
+				return nil, nil, err
+			}
+		}
+		if !ok {
+			noAffinity++
+		}
+		q.SMPAffinity = set
+		if q.EffectiveAffinity, q.HasEffective, err = readCPUList(filepath.Join(dir, "effective_affinity_list")); err != nil {
+			return nil, nil, err
+		}
+		irqs = append(irqs, q)
+	}
+	if noAffinity > 0 {
+		warns = append(warns, Warning{filepath.Join(procRoot, "irq"), strconv.Itoa(noAffinity) + " IRQs have no smp_affinity file: their CPUs are unknown"})
+	}
+	return irqs, warns, nil
+}
