@@ -3,8 +3,10 @@
 // deploys the agent as the real DaemonSet of deploy/ from a locally built
 // image, starts an exclusive-core pod and busy shared pods, and prints what
 // cgpilotctl reports beside the values read from the cgroup files
-// themselves, then flips cgpilot.io/release-isolation and times the
-// cgroups' change. The cluster stays up; Down (testbed down) removes it.
+// themselves, then times four changes from the API call to the cgroup
+// files: release-isolation on and off, the exclusive pod deleted (shared
+// pods widen) and created again. The cluster stays up; Down deletes the
+// agent DaemonSet (so nothing re-creates its pod) and runs harness.Teardown.
 //
 // Up returns a Result with every observation, so the node-tier test in
 // test/e2e asserts the same state the demo prints.
