@@ -36,7 +36,7 @@ func (c *controller) watchCgroups(ctx context.Context, cg cgroupBackend) error {
 		}
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
-			if e.IsDir() && strings.HasPrefix(e.Name(), "pod") {
+			if _, ok := podDirUID(e.Name()); e.IsDir() && ok {
 				_ = w.Add(filepath.Join(dir, e.Name()))
 			}
 		}
@@ -61,17 +61,48 @@ func (c *controller) watchCgroups(ctx context.Context, cg cgroupBackend) error {
 				}
 				at := time.Now()
 				parent, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
+				podUID, isPod := podDirUID(base)
+				parentUID, inPod := podDirUID(filepath.Base(parent))
 				switch {
-				case qos[parent] && strings.HasPrefix(base, "pod"):
+				case qos[parent] && isPod:
 					_ = w.Add(ev.Name)
-					c.enqueueUID(strings.TrimPrefix(base, "pod"), at, false)
-				case qos[filepath.Dir(parent)] && strings.HasPrefix(filepath.Base(parent), "pod"):
-					c.enqueueUID(strings.TrimPrefix(filepath.Base(parent), "pod"), at, true)
+					// A container made before the watch was added has no
+					// event of its own: count it as late from now.
+					late := false
+					if entries, err := os.ReadDir(ev.Name); err == nil {
+						for _, e := range entries {
+							late = late || e.IsDir()
+						}
+					}
+					c.enqueueUID(podUID, at, late)
+				case qos[filepath.Dir(parent)] && inPod:
+					c.enqueueUID(parentUID, at, true)
 				}
 			}
 		}
 	}()
 	return nil
+}
+
+// podDirUID returns the pod UID of a pod cgroup directory name, for the
+// cgroupfs driver ("pod<uid>") and the systemd one
+// ("kubepods-burstable-pod<uid_with_underscores>.slice").
+func podDirUID(name string) (string, bool) {
+	if uid, ok := strings.CutPrefix(name, "pod"); ok && uid != "" && !strings.Contains(uid, ".") {
+		return uid, true
+	}
+	if !strings.HasSuffix(name, ".slice") {
+		return "", false
+	}
+	i := strings.LastIndex(name, "-pod")
+	if i < 0 {
+		return "", false
+	}
+	uid := strings.TrimSuffix(name[i+len("-pod"):], ".slice")
+	if uid == "" || strings.ContainsAny(uid, "-.") {
+		return "", false
+	}
+	return strings.ReplaceAll(uid, "_", "-"), true
 }
 
 // enqueueUID queues the pod with this UID; late marks a new container cgroup

@@ -23,9 +23,11 @@ func newTestController(t *testing.T, cfg Config) *controller {
 	}})
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	t.Cleanup(q.ShutDown)
+	sq := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	t.Cleanup(sq.ShutDown)
 	m := newMetrics()
 	return &controller{
-		cfg: cfg, lister: corelisters.NewPodLister(idx), indexer: idx, queue: q,
+		cfg: cfg, lister: corelisters.NewPodLister(idx), indexer: idx, queue: q, statusQ: sq, pending: map[string]pendingStatus{},
 		events: newEventLog(nil, "node", m), metrics: m, log: testr.New(t),
 		since: map[string]time.Time{}, late: map[string]time.Time{}, known: map[string]*knownPod{},
 		kubelet: kubeletStatic{Taken: cpuset.New(), Pods: map[string]bool{}},

@@ -11,8 +11,11 @@
 // → cgroup.Writer (through the thin cgroups_linux.go adapter). Reconcile
 // computes the plan (the pool decision and every pod's target cpuset)
 // before it writes; a failed write becomes a status annotation, an Event
-// and a requeue. Late container cgroups are caught by inotify
-// (cgroupwatch_linux.go) with a periodic sweep as the backstop.
+// and a requeue. Annotations are patched afterwards by a second worker
+// (off the write path), so an API round trip never delays the next
+// cgroup write. Late container cgroups are caught by inotify
+// (cgroupwatch_linux.go, cgroupfs and systemd naming) with a periodic sweep
+// as the backstop. The agent builds on Linux only.
 //
 // Annotation protocol (annotations.go): users set cgpilot.io/cpu-pool
 // (exclusive | shared | none), cgpilot.io/cpus, cgpilot.io/cpuset,

@@ -199,11 +199,22 @@ func TestE2EExclusiveSharedLifecycle(t *testing.T) {
 		t.Fatalf("API explain: %+v", ex)
 	}
 
+	// Drift: someone (a kubelet, a person) widens a shared pod's cpuset
+	// to every CPU; the sweep (1 s here) sets it back, with an Event and a
+	// count.
+	if err := os.WriteFile(filepath.Join(b.sb.Path("cpuset", sRel), "cpuset.cpus"), []byte(all.String()), 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "drift corrected", func() (bool, string) {
+		got := b.cpus(sRel)
+		return got == shared && hasEvent(b.podEvents(t, "web"), "DriftCorrected"), got
+	})
+
 	// Health, readiness and metrics.
 	for path, want := range map[string][]string{
 		"/healthz": {"ok"}, "/readyz": {"ok"},
 		"/metrics": {`cgpilot_allocations_total{action="allocated"} 1`, `cgpilot_pool_cpus{pool="exclusive"} 1`,
-			`cgpilot_pool_cpus{pool="shared"} ` + fmt.Sprint(mustSet(t, shared).Size()), "cgpilot_apply_latency_seconds_count", "cgpilot_cgroup_writes_total"},
+			`cgpilot_pool_cpus{pool="shared"} ` + fmt.Sprint(mustSet(t, shared).Size()), "cgpilot_apply_latency_seconds_count", "cgpilot_cgroup_writes_total", "cgpilot_drift_corrections_total 1"},
 	} {
 		body := httpGet(t, "http://"+b.cfg.HealthAddr+path)
 		for _, w := range want {
@@ -363,5 +374,32 @@ func TestE2EKubeletStaticCoexistence(t *testing.T) {
 	}
 	if got := b.cpus(sRel + "/app"); got != fmt.Sprint(staticCPU) {
 		t.Fatalf("static pod's container moved to %s", got)
+	}
+}
+
+// TestE2EReservedCPUs: reserved CPUs are in no pod's cpuset and can be
+// asked for by no exclusive pod.
+func TestE2EReservedCPUs(t *testing.T) {
+	b := newBed(t)
+	all := mustSet(t, b.cfg.CPUs)
+	reserved := all.List()[0]
+	b.cfg.ReservedCPUs = fmt.Sprint(reserved)
+	rest := all.Difference(mustSet(t, b.cfg.ReservedCPUs)).String()
+	_, wRel, pids := b.createPod(t, "web", QoSBurstable, nil, "app")
+	b.startAgent(t)
+	eventually(t, "shared pool without the reserved CPU", func() (bool, string) {
+		got := b.cpus(wRel + "/app")
+		return got == rest, got
+	})
+	if got := allowed(t, pids[0]); got != rest {
+		t.Fatalf("shared task may run on %s, want %s", got, rest)
+	}
+	b.createPod(t, "grab", QoSBurstable, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUSet: fmt.Sprint(reserved)}, "app")
+	eventually(t, "explicit reserved CPU refused", func() (bool, string) {
+		s, _ := b.status(t, "grab")
+		return s.State == StateRefused && s.Reason == "ReservedOverlap", fmt.Sprintf("%+v", s)
+	})
+	if got := b.cpus(wRel + "/app"); got != rest {
+		t.Fatalf("refusal moved the shared pod to %s", got)
 	}
 }

@@ -27,12 +27,15 @@ func TestMain(m *testing.M) { cgtest.Main(m) }
 // cgtest sandbox, with real processes in the container cgroups.
 type kubeletTree struct {
 	t      testing.TB
+	driver string // cgroupfs or systemd naming
 	sb     *cgtest.Sandbox
 	parent string // kubepods path from the hierarchy root
 	cfg    Config
 }
 
-func newKubeletTree(t testing.TB) *kubeletTree {
+func newKubeletTree(t testing.TB) *kubeletTree { return newKubeletTreeDriver(t, "cgroupfs") }
+
+func newKubeletTreeDriver(t testing.TB, driver string) *kubeletTree {
 	tier.Kernel(t)
 	sb := cgtest.New(t, "cpu", "cpuset")
 	if sb.Unified {
@@ -42,11 +45,17 @@ func newKubeletTree(t testing.TB) *kubeletTree {
 	if relCPU := strings.TrimPrefix(sb.Dirs["cpu"], sb.Mounts["cpu"]); relCPU != rel {
 		t.Skipf("kernel tier: the test process sits in different cpu (%s) and cpuset (%s) cgroups; kubepods must have one path in both", relCPU, rel)
 	}
-	for _, d := range []string{"kubepods", "kubepods/burstable", "kubepods/besteffort"} {
+	kubepods := "kubepods"
+	qosDirs := []string{"kubepods", "kubepods/burstable", "kubepods/besteffort"}
+	if driver == "systemd" {
+		kubepods = "kubepods.slice"
+		qosDirs = []string{kubepods, kubepods + "/kubepods-burstable.slice", kubepods + "/kubepods-besteffort.slice"}
+	}
+	for _, d := range qosDirs {
 		sb.Mkdir(d)
 	}
 	cfg := DefaultConfig()
-	cfg.CgroupParent = path.Join(rel, "kubepods")
+	cfg.CgroupParent = path.Join(rel, kubepods)
 	cfg.CheckpointPath = filepath.Join(t.TempDir(), "cpu_pools.checkpoint")
 	cfg.KubeletCPUManagerState = ""
 	cfg.SweepInterval = Duration{time.Second}
@@ -61,13 +70,13 @@ func newKubeletTree(t testing.TB) *kubeletTree {
 	// Use the CPUs the sandbox may use, so every write is a legal subset.
 	sbCPUs := readCPUsFile(t, filepath.Join(sb.Dirs["cpuset"], "cpuset.cpus"))
 	cfg.CPUs = sbCPUs.String()
-	return &kubeletTree{t: t, sb: sb, parent: cfg.CgroupParent, cfg: cfg}
+	return &kubeletTree{t: t, driver: driver, sb: sb, parent: cfg.CgroupParent, cfg: cfg}
 }
 
 // pod creates a pod cgroup with one busy process per container, and a CFS
 // quota of half a CPU on each container (the kubelet's limit).
 func (k *kubeletTree) pod(uid string, qos QoSClass, containers ...string) (podRel string, pids []int) {
-	podRel, ctrs := k.sb.MkdirPod("cgroupfs", string(qos), uid, containers...)
+	podRel, ctrs := k.sb.MkdirPod(k.driver, string(qos), uid, containers...)
 	for _, c := range ctrs {
 		if err := os.WriteFile(filepath.Join(k.sb.Path("cpu", c), "cpu.cfs_quota_us"), []byte("50000"), 0); err != nil {
 			k.t.Fatal(err)
@@ -124,7 +133,13 @@ func testLoggerTB(t testing.TB) logr.Logger { return testr.NewWithInterface(t, t
 // pods move off it (seen in the tasks' allowed CPUs), a live resize and a
 // release-isolation switch, and deleting the pod gives the core back.
 func TestKernelPools(t *testing.T) {
-	k := newKubeletTree(t)
+	for _, driver := range []string{"cgroupfs", "systemd"} {
+		t.Run(driver, func(t *testing.T) { testKernelPools(t, driver) })
+	}
+}
+
+func testKernelPools(t *testing.T, driver string) {
+	k := newKubeletTreeDriver(t, driver)
 	backend, err := newBackend(k.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -140,10 +155,10 @@ func TestKernelPools(t *testing.T) {
 		}
 		return out
 	}
-	sharedRel, sharedPIDs := k.pod("s1", "Burstable", "app", "sidecar")
-	beRel, bePIDs := k.pod("s2", "BestEffort", "app")
-	pods["s1"] = podInfo{Key: "ns/s1", UID: "s1", QoS: QoSBurstable, Req: PodRequest{Pool: PoolShared}}
-	pods["s2"] = podInfo{Key: "ns/s2", UID: "s2", QoS: QoSBestEffort, Req: PodRequest{Pool: PoolShared}}
+	sharedRel, sharedPIDs := k.pod("s1-a", "Burstable", "app", "sidecar")
+	beRel, bePIDs := k.pod("s2-b", "BestEffort", "app")
+	pods["s1"] = podInfo{Key: "ns/s1", UID: "s1-a", QoS: QoSBurstable, Req: PodRequest{Pool: PoolShared}}
+	pods["s2"] = podInfo{Key: "ns/s2", UID: "s2-b", QoS: QoSBestEffort, Req: PodRequest{Pool: PoolShared}}
 	for _, p := range list() {
 		if res := m.Sync(p, list); len(res.Failed) != 0 {
 			t.Fatalf("sync %s: %v", p.UID, res.Failed)
@@ -219,7 +234,13 @@ func TestKernelPools(t *testing.T) {
 // TestKernelWatcherQueuesLateContainer: a container cgroup created under a
 // pod dir is seen by inotify and queues the pod.
 func TestKernelWatcherQueuesLateContainer(t *testing.T) {
-	k := newKubeletTree(t)
+	for _, driver := range []string{"cgroupfs", "systemd"} {
+		t.Run(driver, func(t *testing.T) { testWatcher(t, driver) })
+	}
+}
+
+func testWatcher(t *testing.T, driver string) {
+	k := newKubeletTreeDriver(t, driver)
 	backend, err := newBackend(k.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -227,10 +248,18 @@ func TestKernelWatcherQueuesLateContainer(t *testing.T) {
 	c := newTestController(t, k.cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	podRel, _ := k.sb.MkdirPod("cgroupfs", "Burstable", "u-late")
 	addIndexedPod(t, c, "ns", "late", "u-late")
+	addIndexedPod(t, c, "ns", "new", "u-new")
+	podRel, _ := k.sb.MkdirPod(driver, "Burstable", "u-late")
 	if err := c.watchCgroups(ctx, backend); err != nil {
 		t.Fatal(err)
+	}
+	// A new pod dir queues its pod.
+	k.sb.MkdirPod(driver, "BestEffort", "u-new")
+	if key, _ := c.queue.Get(); key != "ns/new" {
+		t.Fatalf("queued %q, want ns/new", key)
+	} else {
+		c.queue.Done(key)
 	}
 	k.sb.Mkdir(podRel + "/ctr")
 	key, _ := c.queue.Get()

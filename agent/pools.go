@@ -222,6 +222,12 @@ func (m *Pools) Forget(uid string, all func() []podInfo) syncResult {
 	var res syncResult
 	a, had := m.state.Assignment(uid)
 	delete(m.applied, uid)
+	delete(m.unlimited, uid)
+	for p := range m.known {
+		if strings.Contains(p, "pod"+uid) || strings.Contains(p, "pod"+strings.ReplaceAll(uid, "-", "_")) {
+			delete(m.known, p)
+		}
+	}
 	if !had {
 		return res
 	}

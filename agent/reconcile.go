@@ -33,18 +33,21 @@ type controller struct {
 	lister   corelisters.PodLister
 	indexer  cache.Indexer
 	queue    workqueue.TypedRateLimitingInterface[string]
+	statusQ  workqueue.TypedRateLimitingInterface[string] // annotation patches, off the cgroup path
 	pools    *Pools
 	events   *eventLog
 	metrics  *metrics
 	log      logr.Logger
 
-	mu      sync.Mutex
-	since   map[string]time.Time // key -> first unprocessed change
-	late    map[string]time.Time // key -> first new container cgroup seen
-	known   map[string]*knownPod // key -> last seen identity (for deletes)
-	kubelet kubeletStatic
-	node    string // last node annotations written (JSON of both)
-	topo    string // topology summary for the local API
+	mu        sync.Mutex
+	since     map[string]time.Time     // key -> first unprocessed change
+	late      map[string]time.Time     // key -> first new container cgroup seen
+	pending   map[string]pendingStatus // key -> latest status annotation to write
+	known     map[string]*knownPod     // key -> last seen identity (for deletes)
+	kubelet   kubeletStatic
+	node      string // last node annotations written (JSON of both)
+	topo      string // topology summary for the local API
+	numaNodes int
 }
 
 type knownPod struct {
@@ -140,14 +143,11 @@ func failure(res syncResult) error {
 // report turns a sync result into metrics, Events, annotations and
 // requeues of other pods whose writes failed.
 func (c *controller) report(ctx context.Context, who *knownPod, pod *corev1.Pod, res syncResult, since time.Time, timed bool) {
-	total := 0
-	for range res.Failed {
-		total++
-	}
 	c.metrics.observe(c.pools.State(), res, since, timed)
 	for _, ev := range res.Events {
 		c.events.emit(ctx, who, ev)
 	}
+	c.emitDrift(ctx, res)
 	for uid, err := range res.Failed {
 		if uid == who.UID {
 			continue
@@ -161,31 +161,99 @@ func (c *controller) report(ctx context.Context, who *knownPod, pod *corev1.Pod,
 			}
 		}
 	}
+	// Annotations go to the API server from their own worker: the next
+	// change of this pod must not wait behind this one's round trip.
 	if pod != nil && res.Status != nil {
-		if err := c.patchStatus(ctx, pod, res); err != nil {
-			c.log.Error(err, "patch status annotation", "pod", who.Namespace+"/"+who.Name)
-		}
+		key := pod.Namespace + "/" + pod.Name
+		c.mu.Lock()
+		c.pending[key] = pendingStatus{uid: string(pod.UID), status: *res.Status, allocated: res.AllocatedCPUs}
+		c.mu.Unlock()
+		c.statusQ.Add(key)
 	}
 	if res.SharedChanged {
-		if err := c.patchNode(ctx); err != nil {
-			c.log.Error(err, "patch node annotations", "node", c.cfg.NodeName)
+		c.statusQ.Add(nodeKey)
+	}
+}
+
+// nodeKey is the status queue's key for the Node annotations.
+const nodeKey = "\x00node"
+
+// pendingStatus is the latest status annotation decided for a pod.
+type pendingStatus struct {
+	uid       string
+	status    Status
+	allocated string
+}
+
+// runStatusWorker writes the annotations the reconciler decided, newest
+// first-come: a pod changed twice before its patch went out gets one patch
+// with the latest values.
+func (c *controller) runStatusWorker(ctx context.Context) {
+	for {
+		key, quit := c.statusQ.Get()
+		if quit {
+			return
 		}
+		err := c.writeStatus(ctx, key)
+		if err != nil {
+			c.log.Error(err, "annotation patch failed; retried", "object", key)
+			c.statusQ.AddRateLimited(key)
+		} else {
+			c.statusQ.Forget(key)
+		}
+		c.statusQ.Done(key)
+	}
+}
+
+func (c *controller) writeStatus(ctx context.Context, key string) error {
+	if key == nodeKey {
+		return c.patchNode(ctx)
+	}
+	c.mu.Lock()
+	ps, ok := c.pending[key]
+	c.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	pod, err := c.lister.Pods(ns).Get(name)
+	if err != nil || string(pod.UID) != ps.uid {
+		c.dropPending(key, ps)
+		return nil // gone or replaced: nothing to report on
+	}
+	if err := c.patchStatus(ctx, pod, ps); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			c.dropPending(key, ps)
+			return nil
+		}
+		return err
+	}
+	c.dropPending(key, ps)
+	return nil
+}
+
+// dropPending forgets ps unless a newer status replaced it meanwhile.
+func (c *controller) dropPending(key string, ps pendingStatus) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.pending[key]; ok && cur == ps {
+		delete(c.pending, key)
 	}
 }
 
 // patchStatus writes cgpilot.io/status and cgpilot.io/allocated-cpus when
 // they differ from the pod's current values.
-func (c *controller) patchStatus(ctx context.Context, pod *corev1.Pod, res syncResult) error {
-	status := res.Status.Encode()
+func (c *controller) patchStatus(ctx context.Context, pod *corev1.Pod, res pendingStatus) error {
+	status := res.status.Encode()
 	ann := map[string]any{}
 	if pod.Annotations[AnnotationStatus] != status {
 		ann[AnnotationStatus] = status
 	}
 	cur, has := pod.Annotations[AnnotationAllocatedCPUs]
 	switch {
-	case res.AllocatedCPUs != "" && cur != res.AllocatedCPUs:
-		ann[AnnotationAllocatedCPUs] = res.AllocatedCPUs
-	case res.AllocatedCPUs == "" && has && res.Status.State != StateRefused && res.Status.State != StateFailed:
+	case res.allocated != "" && cur != res.allocated:
+		ann[AnnotationAllocatedCPUs] = res.allocated
+	case res.allocated == "" && has && res.status.State != StateRefused && res.status.State != StateFailed:
 		ann[AnnotationAllocatedCPUs] = nil // JSON merge patch: remove
 	}
 	if len(ann) == 0 {
@@ -221,7 +289,7 @@ func (c *controller) summary() NodeSummary {
 	s := NodeSummary{
 		CPUs: st.All().String(), Reserved: st.Reserved().String(), SharedPool: st.SharedPool().String(),
 		Exclusive: st.Exclusive().String(), KubeletStatic: st.KubeletTaken().String(),
-		ExclusiveCap: c.pools.policy.cap(st), ExclusivePods: len(st.Assignments()), TopologySource: c.pools.topologySource, Topology: c.topo,
+		ExclusiveCap: c.pools.policy.cap(st), ExclusivePods: len(st.Assignments()), TopologySource: c.pools.topologySource, Topology: c.topo, NUMANodes: c.numaNodes,
 	}
 	for _, p := range c.allPods() {
 		if !p.Untouched {
@@ -364,6 +432,7 @@ func (c *controller) sweep(ctx context.Context) {
 	if res.Drift > 0 {
 		c.log.Info("corrected drift", "cgroups", res.Drift)
 	}
+	c.emitDrift(ctx, res)
 	for uid := range res.Failed {
 		if objs, _ := c.indexer.ByIndex(uidIndex, uid); len(objs) == 1 {
 			if p, ok := objs[0].(*corev1.Pod); ok {
@@ -372,6 +441,23 @@ func (c *controller) sweep(ctx context.Context) {
 		}
 	}
 	_ = ctx
+}
+
+// emitDrift sends one Event per pod whose cgroups were found changed behind
+// the agent's back and set again.
+func (c *controller) emitDrift(ctx context.Context, res syncResult) {
+	for uid, n := range res.DriftUIDs {
+		objs, _ := c.indexer.ByIndex(uidIndex, uid)
+		if len(objs) != 1 {
+			continue
+		}
+		p, ok := objs[0].(*corev1.Pod)
+		if !ok {
+			continue
+		}
+		c.events.emit(ctx, &knownPod{uid, p.Namespace, p.Name}, podEvent{Warning: true, Reason: "DriftCorrected",
+			Message: fmt.Sprintf("%d cgroup file(s) had been changed by someone else; set back to the pod's pool", n)})
+	}
 }
 
 func (c *controller) String() string { return fmt.Sprintf("controller(%s)", c.cfg.NodeName) }

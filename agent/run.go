@@ -76,6 +76,8 @@ func newController(ctx context.Context, cfg Config, cs kubernetes.Interface, log
 	c := &controller{
 		cfg: cfg, cs: cs, lister: factory.Core().V1().Pods().Lister(), indexer: inf.GetIndexer(),
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-pods"}),
+		statusQ: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-status"}),
+		pending: map[string]pendingStatus{},
 		events:  newEventLog(rec, cfg.NodeName, m),
 		metrics: m, log: log,
 		since: map[string]time.Time{}, late: map[string]time.Time{}, known: map[string]*knownPod{},
@@ -92,6 +94,9 @@ func newController(ctx context.Context, cfg Config, cs kubernetes.Interface, log
 	c.pools = newPools(state, pol, backend)
 	c.pools.topologySource = source
 	c.topo = topologySummary(topo)
+	if topo != nil {
+		c.numaNodes = topo.Counts().NUMANodes
+	}
 	c.factory, c.informer = factory, inf
 	if err := c.addHandlers(inf); err != nil {
 		return nil, err
@@ -205,6 +210,8 @@ func (c *controller) run(ctx context.Context) error {
 	for i := 0; i < max(c.cfg.WorkerCount, 1); i++ {
 		go c.runWorker(ctx)
 	}
+	go c.runStatusWorker(ctx)
+	defer c.statusQ.ShutDown()
 	c.enqueueAll()
 	c.sweep(ctx)
 	ready.Store(true)

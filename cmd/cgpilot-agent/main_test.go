@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cgpilot/cgpilot/agent"
 )
 
 func TestRunRejectsBadInput(t *testing.T) {
@@ -31,5 +33,15 @@ func TestRunRejectsBadInput(t *testing.T) {
 	// No node name: a clear error and exit 1 (logged through zap to stderr).
 	if code := run([]string{"--health-addr", "", "--socket", ""}, &bytes.Buffer{}); code != 1 {
 		t.Errorf("no node name: exit %d, want 1", code)
+	}
+}
+
+func TestExampleConfigLoads(t *testing.T) {
+	cfg, err := agent.LoadConfigFile("config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ReservedCPUs != "0" || cfg.CgroupParent != "/kubepods" || cfg.IgnoredNamespaces[0] != "kube-system" {
+		t.Fatalf("example config parsed as %+v", cfg)
 	}
 }
