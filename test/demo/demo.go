@@ -33,9 +33,6 @@ import (
 	"github.com/cgpilot/cgpilot/test/images"
 )
 
-// ErrDemo is wrapped by every error of the demo.
-var ErrDemo = errors.New("demo")
-
 const (
 	annoPool      = "cgpilot.io/cpu-pool"
 	annoRelease   = "cgpilot.io/release-isolation"
@@ -231,6 +228,11 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	fmt.Fprintf(out, "\n==> cgpilotctl pools --socket %s\n%s\n", res.Socket, res.CtlPools)
 	fmt.Fprintf(out, "==> cgpilotctl pods --socket %s\n%s\n", res.Socket, res.CtlPods)
+	explain, err := ctl(ctx, res.Cgpilotctl, "explain", res.Socket, Namespace+"/"+ExclusivePod)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "==> cgpilotctl explain --socket %s %s/%s\n%s\n", res.Socket, Namespace, ExclusivePod, explain)
 	fmt.Fprintln(out, "==> the cgroup files themselves (read from the host cgroupfs, not from the agent)")
 	printSnapshot(out, res.Pinned)
 	if c, ok := res.Pinned.Find(ExclusivePod); ok {
@@ -316,7 +318,7 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 The cluster keeps running:
   export KUBECONFIG=%s
   %s get pods -A -o wide
-  %s pods --socket %s     (also: pools, explain %s/%s, events)
+  %s pods --socket %s     (also: pools, events, explain %s/%s)
   %s annotate pod -n %s %s %s=true
 make demo-down to remove it (the agent DaemonSet, processes, mounts, kubepods cgroups, %s)
 `, res.Kubeconfig, filepath.Join(o.BinDir, "kubectl"), res.Cgpilotctl, res.Socket, Namespace, ExclusivePod,
@@ -688,8 +690,8 @@ func printSnapshot(out io.Writer, s Snapshot) {
 	tw.Flush()
 }
 
-func ctl(ctx context.Context, bin, cmd, socket string) (string, error) {
-	b, err := exec.CommandContext(ctx, bin, cmd, "--socket", socket).CombinedOutput()
+func ctl(ctx context.Context, bin, cmd, socket string, args ...string) (string, error) {
+	b, err := exec.CommandContext(ctx, bin, append([]string{cmd, "--socket", socket}, args...)...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("%w: cgpilotctl %s: %v: %s", ErrDemo, cmd, err, strings.TrimSpace(string(b)))
 	}

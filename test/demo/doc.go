@@ -15,5 +15,7 @@
 // and, for a failed agent, the tail of its container log. A failed Up tears
 // down everything it started. It imports harness, images and cgroup (to
 // resolve cgroup directories) and never the agent package: it sees the
-// agent only through the API server, the cgroup files and cgpilotctl.
+// agent only through the API server, the cgroup files and cgpilotctl (its
+// unit test imports agent only to check deploy/'s config file with the
+// agent's own strict loader).
 package demo

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
 )
+
+// ErrDemo is wrapped by every error of the demo.
+var ErrDemo = errors.New("demo")
 
 // AgentImage is the locally built agent image the demo imports into the
 // node's containerd.

@@ -20,7 +20,10 @@ import (
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
+		if !errors.Is(err, demo.ErrDemo) { // those already start with "demo:"
+			err = fmt.Errorf("demo: %w", err)
+		}
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
