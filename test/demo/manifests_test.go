@@ -128,8 +128,11 @@ func TestLocalize(t *testing.T) {
 		}
 	})
 	for name, breakIt := range map[string]func(*appsv1.DaemonSet){
-		"no health-addr":   func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Args = nil },
-		"two containers":   func(ds *appsv1.DaemonSet) { s := &ds.Spec.Template.Spec; s.Containers = append(s.Containers, s.Containers[0]) },
+		"no health-addr": func(ds *appsv1.DaemonSet) { ds.Spec.Template.Spec.Containers[0].Args = nil },
+		"two containers": func(ds *appsv1.DaemonSet) {
+			s := &ds.Spec.Template.Spec
+			s.Containers = append(s.Containers, s.Containers[0])
+		},
 		"no checkpoint hp": func(ds *appsv1.DaemonSet) { dropHostPath(ds, "/var/lib/cgpilot") },
 		"no kubelet hp":    func(ds *appsv1.DaemonSet) { dropHostPath(ds, "/var/lib/kubelet") },
 	} {
