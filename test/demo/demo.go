@@ -295,7 +295,7 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 		_, err := cs.CoreV1().Pods(Namespace).Get(ctx, ExclusivePod, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	}); err != nil {
-		return nil, fmt.Errorf("%w: deleted pod %s still exists after 60s", ErrDemo, ExclusivePod)
+		return nil, fmt.Errorf("%w: deleted pod %s still exists (%v)", ErrDemo, ExclusivePod, waited(err, 60*time.Second))
 	}
 	tr = time.Now()
 	if err := createPods(ctx, cs, false); err != nil {
@@ -447,7 +447,7 @@ func waitAgentReady(ctx context.Context, cs kubernetes.Interface, timeout time.D
 				}
 			}
 		}
-		return fmt.Errorf("%w: agent DaemonSet not ready after %v: %s", ErrDemo, timeout, last)
+		return fmt.Errorf("%w: agent DaemonSet not ready (%v): %s", ErrDemo, waited(err, timeout), last)
 	}
 	return nil
 }
@@ -550,7 +550,7 @@ func (w watcher) files(ctx context.Context, t0 time.Time, pods []corev1.Pod, con
 		return true
 	})
 	if err != nil {
-		return 0, fmt.Errorf("%w: after 60s: %s", ErrDemo, why)
+		return 0, fmt.Errorf("%w: %v: %s", ErrDemo, waited(err, 60*time.Second), why)
 	}
 	return took, nil
 }
@@ -595,7 +595,7 @@ func (w watcher) until(ctx context.Context, timeout, every time.Duration, ok che
 		return true
 	})
 	if err != nil {
-		return nil, cpuset.CPUSet{}, fmt.Errorf("%w: after %v: %s", ErrDemo, timeout, why)
+		return nil, cpuset.CPUSet{}, fmt.Errorf("%w: %v: %s", ErrDemo, waited(err, timeout), why)
 	}
 	return snap, excl, nil
 }
@@ -716,6 +716,14 @@ func agentLogTail(nodeDir string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return "agent log " + f + ":\n" + strings.Join(lines, "\n")
+}
+
+// waited says why a poll stopped: its timeout, or an interrupt.
+func waited(err error, timeout time.Duration) string {
+	if errors.Is(err, context.Canceled) {
+		return "interrupted"
+	}
+	return fmt.Sprintf("gave up after %v", timeout)
 }
 
 func poll(ctx context.Context, timeout, every time.Duration, cond func() bool) error {
