@@ -157,57 +157,91 @@ func (b *cgroupPkg) ApplyPod(p podCgroupPlan) ([]string, error) {
 	if _, err := os.Stat(pd.CPUSet); errors.Is(err, os.ErrNotExist) {
 		return nil, nil // the pod cgroup is not created yet: the watcher queues the pod when it is
 	}
+	var written []string
+	for attempt := 0; ; attempt++ {
+		plans, err := b.plans(p, pd)
+		if err != nil {
+			return written, err
+		}
+		for _, plan := range plans {
+			var recs []cgroup.Write
+			recs, err = b.writer.Apply(plan)
+			for _, r := range recs {
+				if !r.Rollback && !r.DryRun {
+					written = append(written, r.Path)
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		if err == nil {
+			return written, nil
+		}
+		// A container that started or exited between listing and writing
+		// (the writer refuses an unplanned child, or finds a cgroup gone,
+		// and rolls back): list again and retry once.
+		if attempt == 0 && (errors.Is(err, cgroup.ErrRefused) || errors.Is(err, cgroup.ErrGone)) {
+			if kids, lerr := b.Children(p.Path); lerr == nil {
+				p.Containers = kids
+				continue
+			}
+		}
+		if errors.Is(err, cgroup.ErrGone) {
+			if _, serr := os.Stat(pd.CPUSet); errors.Is(serr, os.ErrNotExist) {
+				return written, nil // the whole pod is gone: nothing to fix
+			}
+		}
+		return written, fmt.Errorf("%w: pod %s: %w", ErrCgroupWrite, p.UID, err)
+	}
+}
+
+// plans turns a pod plan into cgroup.Plans: one setting the cpuset on the
+// pod and every child and the quota where one is asked for. When a child
+// has no cpu cgroup (yet: runtimes create the hierarchies one by one), the
+// writer could not read its quota, so the quota goes in a second plan over
+// the pod and the children that have one.
+func (b *cgroupPkg) plans(p podCgroupPlan, pd cgroup.Dirs) ([]cgroup.Plan, error) {
 	cpus := p.CPUs
-	set := cgroup.Resources{CPUs: &cpus}
-	if p.UnlimitedQuota {
-		set.Quota = &cgroup.Quota{QuotaUs: -1, PeriodUs: defaultPeriodUs}
-	}
-	quotaOf := func(path string) (*cgroup.Quota, bool) {
-		if p.RestoreQuota == nil {
-			return nil, false
+	quotaOf := func(path string) *cgroup.Quota {
+		switch {
+		case p.UnlimitedQuota:
+			return &cgroup.Quota{QuotaUs: -1, PeriodUs: defaultPeriodUs}
+		case p.RestoreQuota == nil:
+			return nil
+		case path == p.Path:
+			return &cgroup.Quota{QuotaUs: p.RestoreQuota.Pod, PeriodUs: defaultPeriodUs}
 		}
-		q, ok := p.RestoreQuota.Containers[path]
-		if path == p.Path {
-			q, ok = p.RestoreQuota.Pod, true
+		if q, ok := p.RestoreQuota.Containers[path]; ok {
+			return &cgroup.Quota{QuotaUs: q, PeriodUs: defaultPeriodUs}
 		}
-		if !ok {
-			return nil, false
-		}
-		return &cgroup.Quota{QuotaUs: q, PeriodUs: defaultPeriodUs}, true
+		return nil
 	}
-	podSet := set
-	if q, ok := quotaOf(p.Path); ok {
-		podSet.Quota = q
-	}
-	plan := cgroup.Plan{Pod: cgroup.Target{Name: "pod " + p.UID, Dirs: pd, Set: podSet}}
+	withQuota := p.UnlimitedQuota || p.RestoreQuota != nil
+	one := cgroup.Plan{Pod: cgroup.Target{Name: "pod " + p.UID, Dirs: pd, Set: cgroup.Resources{CPUs: &cpus, Quota: quotaOf(p.Path)}}}
+	cpusOnly := cgroup.Plan{Pod: cgroup.Target{Name: "pod " + p.UID, Dirs: pd, Set: cgroup.Resources{CPUs: &cpus}}}
+	quotaOnly := cgroup.Plan{Pod: cgroup.Target{Name: "pod " + p.UID, Dirs: pd, Set: cgroup.Resources{Quota: quotaOf(p.Path)}}}
+	split := false
 	for _, c := range p.Containers {
 		cd, err := b.layout.DirsAt(c)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrCgroupWrite, err)
 		}
-		if _, err := os.Stat(cd.CPU); errors.Is(err, os.ErrNotExist) {
-			// cpuset-only child (or one that just exited): set its cpuset only.
-			plan.Containers = append(plan.Containers, cgroup.Target{Name: path.Base(c), Dirs: cd, Set: cgroup.Resources{CPUs: &cpus}})
+		name := path.Base(c)
+		q := quotaOf(c)
+		one.Containers = append(one.Containers, cgroup.Target{Name: name, Dirs: cd, Set: cgroup.Resources{CPUs: &cpus, Quota: q}})
+		cpusOnly.Containers = append(cpusOnly.Containers, cgroup.Target{Name: name, Dirs: cd, Set: cgroup.Resources{CPUs: &cpus}})
+		if !withQuota {
 			continue
 		}
-		cset := set
-		if q, ok := quotaOf(c); ok {
-			cset.Quota = q
+		if _, err := os.Stat(cd.CPU); errors.Is(err, os.ErrNotExist) {
+			split = true // a cpuset-only child
+			continue
 		}
-		plan.Containers = append(plan.Containers, cgroup.Target{Name: path.Base(c), Dirs: cd, Set: cset})
+		quotaOnly.Containers = append(quotaOnly.Containers, cgroup.Target{Name: name, Dirs: cd, Set: cgroup.Resources{Quota: q}})
 	}
-	recs, err := b.writer.Apply(plan)
-	var written []string
-	for _, r := range recs {
-		if !r.Rollback && !r.DryRun {
-			written = append(written, r.Path)
-		}
+	if split {
+		return []cgroup.Plan{cpusOnly, quotaOnly}, nil
 	}
-	if err != nil {
-		if errors.Is(err, cgroup.ErrGone) {
-			return written, nil // a container exited mid-write: its cgroup is gone, nothing to fix
-		}
-		return written, fmt.Errorf("%w: pod %s: %w", ErrCgroupWrite, p.UID, err)
-	}
-	return written, nil
+	return []cgroup.Plan{one}, nil
 }

@@ -403,3 +403,28 @@ func TestE2EReservedCPUs(t *testing.T) {
 		t.Fatalf("refusal moved the shared pod to %s", got)
 	}
 }
+
+// TestE2ELateContainerByInotify: with the sweep an hour away, a container
+// cgroup created after the pod was set up (empty cpuset, as v1 makes it)
+// gets the pod's cpuset from the inotify path alone.
+func TestE2ELateContainerByInotify(t *testing.T) {
+	b := newBed(t)
+	b.cfg.SweepInterval = Duration{time.Hour}
+	b.startAgent(t)
+	_, rel, _ := b.createPod(t, "db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+	var excl string
+	eventually(t, "allocated", func() (bool, string) {
+		_, ann := b.status(t, "db")
+		excl = ann[AnnotationAllocatedCPUs]
+		return excl != "" && b.cpus(rel+"/postgres") == excl, excl
+	})
+	late := b.sb.Path("cpuset", rel+"/late")
+	if err := os.Mkdir(late, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(late) }) // before the sandbox's own cleanup
+	eventually(t, "late container pinned", func() (bool, string) {
+		got := b.cpus(rel + "/late")
+		return got == excl, got
+	})
+}

@@ -306,3 +306,36 @@ func TestKernelQuotaRestored(t *testing.T) {
 		t.Fatalf("task may run on %s, want %s", got, all)
 	}
 }
+
+// TestKernelApplyPodRetriesOnRace: a container that appeared (unplanned
+// child) or vanished (gone) between listing and writing makes the writer
+// refuse and roll back; ApplyPod lists again and succeeds.
+func TestKernelApplyPodRetriesOnRace(t *testing.T) {
+	k := newKubeletTree(t)
+	backend, err := newBackend(k.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := mustSet(t, k.cfg.CPUs)
+	one := cpuset.New(all.List()[1])
+	rel, _ := k.pod("race", "Burstable", "a", "b")
+	podPath := path.Join(k.parent, "burstable", "podrace")
+	for _, tc := range []struct {
+		name       string
+		containers []string
+		want       string
+	}{
+		{"unplanned child", []string{podPath + "/a"}, one.String()},
+		{"vanished child", []string{podPath + "/a", podPath + "/b", podPath + "/gone"}, all.String()},
+	} {
+		want := mustSet(t, tc.want)
+		if _, err := backend.ApplyPod(podCgroupPlan{UID: "race", Path: podPath, Containers: tc.containers, CPUs: want}); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for _, c := range []string{"", "/a", "/b"} {
+			if got := k.cpus(rel + c); got != tc.want {
+				t.Fatalf("%s: %s%s = %s, want %s", tc.name, rel, c, got, tc.want)
+			}
+		}
+	}
+}
