@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -66,6 +67,7 @@ type Timings struct {
 	AgentReady   time.Duration // DaemonSet created -> agent pod Ready
 	Pinned       time.Duration // demo pods created -> exclusive pinned, shared moved off
 	Release      time.Duration // release-isolation "true" patched -> exclusive container on all CPUs
+	ReleaseWatch time.Duration // release-isolation "true" patched -> seen by a watch in the demo process
 	Restore      time.Duration // release-isolation removed -> pinned again
 	Widen        time.Duration // exclusive pod deleted -> shared containers on all CPUs
 	Repin        time.Duration // exclusive pod created again -> pinned (container start included)
@@ -247,6 +249,10 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 	if len(running) != 1+len(SharedPods) || running[0].Name != ExclusivePod {
 		return nil, fmt.Errorf("%w: want %s first of %d pods, have %d", ErrDemo, ExclusivePod, 1+len(SharedPods), len(running))
 	}
+	seen, err := watchAnnotation(ctx, cs, running[0], annoRelease)
+	if err != nil {
+		return nil, err
+	}
 	tr := time.Now()
 	if err := patchRelease(ctx, cs, `"true"`); err != nil {
 		return nil, err
@@ -254,11 +260,18 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 	if res.Timings.Release, err = w.files(ctx, tr, running, w.cpusets(res.NodeCPUs, res.NodeCPUs.Difference(res.Exclusive))); err != nil {
 		return nil, err
 	}
+	select {
+	case at := <-seen:
+		res.Timings.ReleaseWatch = at.Sub(tr)
+	case <-time.After(5 * time.Second):
+		return nil, fmt.Errorf("%w: the demo's own watch never saw %s on %s", ErrDemo, annoRelease, ExclusivePod)
+	}
 	if res.Released, _, err = w.until(ctx, 30*time.Second, 20*time.Millisecond, w.released(res.Exclusive)); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "    the exclusive pod runs on all CPUs (%s) and keeps cpu %s: shared pods stay off it; %v from the patch to the last cgroup file changed\n",
-		res.NodeCPUs, res.Exclusive, res.Timings.Release.Round(time.Millisecond))
+	fmt.Fprintf(out, "    the exclusive pod runs on all CPUs (%s) and keeps cpu %s: shared pods stay off it; %v from the patch to the last cgroup file changed\n"+
+		"    (a watch of the demo's own saw the patch after %v)\n",
+		res.NodeCPUs, res.Exclusive, res.Timings.Release.Round(time.Millisecond), res.Timings.ReleaseWatch.Round(time.Millisecond))
 	printSnapshot(out, res.Released)
 
 	fmt.Fprintf(out, "\n==> in-place change 2: kubectl annotate pod -n %s %s %s-\n", Namespace, ExclusivePod, annoRelease)
@@ -308,12 +321,17 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 	fmt.Fprintf(out, "    pinned to cpu %s, shared pods narrowed, %v after the create call (container start included):\n", res.Exclusive, res.Timings.Repin.Round(time.Millisecond))
 	printSnapshot(out, res.Repinned)
 
+	if m, err := agentMetrics(ctx, healthPort); err != nil {
+		logf("agent /metrics: %v", err)
+	} else {
+		fmt.Fprintf(out, "\n==> the agent's own /metrics (127.0.0.1:%d), informer event -> cgroups written (cgpilot_apply_latency_seconds):\n    %s\n", healthPort, m)
+	}
 	res.Timings.Total = time.Since(t0)
 	t := res.Timings
 	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	fmt.Fprintf(out, "\n==> timings (cgroup files polled every 1 ms): control plane %v, node %v, images %v (built during the cluster start), agent DaemonSet ready %v, pods created -> pinned %v;\n"+
-		"    release-isolation -> cgroups %v, restore -> cgroups %v, delete -> shared widened %v, re-create -> pinned %v; demo up %v\n",
-		r(t.ControlPlane), r(t.Node), r(t.Images), r(t.AgentReady), r(t.Pinned), r(t.Release), r(t.Restore), r(t.Widen), r(t.Repin), r(t.Total))
+		"    release-isolation -> cgroups %v (-> a watch %v), restore -> cgroups %v, delete -> shared widened %v, re-create -> pinned %v; demo up %v\n",
+		r(t.ControlPlane), r(t.Node), r(t.Images), r(t.AgentReady), r(t.Pinned), r(t.Release), r(t.ReleaseWatch), r(t.Restore), r(t.Widen), r(t.Repin), r(t.Total))
 	fmt.Fprintf(out, `
 The cluster keeps running:
   export KUBECONFIG=%s
@@ -716,6 +734,68 @@ func agentLogTail(nodeDir string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return "agent log " + f + ":\n" + strings.Join(lines, "\n")
+}
+
+// watchAnnotation starts a watch on pod and sends the time it first sees
+// annotation key set: the API server's part of the annotation -> cgroup
+// latency, as any watcher on this machine sees it.
+func watchAnnotation(ctx context.Context, cs kubernetes.Interface, pod corev1.Pod, key string) (<-chan time.Time, error) {
+	wi, err := cs.CoreV1().Pods(pod.Namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + pod.Name, ResourceVersion: pod.ResourceVersion})
+	if err != nil {
+		return nil, fmt.Errorf("%w: watch pod %s: %v", ErrDemo, pod.Name, err)
+	}
+	seen := make(chan time.Time, 1)
+	go func() {
+		defer wi.Stop()
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case ev, ok := <-wi.ResultChan():
+				if !ok {
+					return
+				}
+				if p, isPod := ev.Object.(*corev1.Pod); isPod && p.Annotations[key] != "" {
+					seen <- time.Now()
+					return
+				}
+			case <-timeout:
+				return
+			}
+		}
+	}()
+	return seen, nil
+}
+
+// agentMetrics summarizes the agent's apply latency histogram and error
+// counters from its /metrics text.
+func agentMetrics(ctx context.Context, port int) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return "", err
+	}
+	v := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[0], "cgpilot_") {
+			v[f[0]] = f[1]
+		}
+	}
+	const h = "cgpilot_apply_latency_seconds"
+	if v[h+"_count"] == "" {
+		return "", fmt.Errorf("no %s in the agent's metrics", h)
+	}
+	return fmt.Sprintf("%s changes: %s within 10 ms, %s within 100 ms, %s within 250 ms; cgroup writes %s, write errors %s, drift corrections %s",
+		v[h+"_count"], v[h+`_bucket{le="0.01"}`], v[h+`_bucket{le="0.1"}`], v[h+`_bucket{le="0.25"}`],
+		v["cgpilot_cgroup_writes_total"], v["cgpilot_cgroup_write_errors_total"], v["cgpilot_drift_corrections_total"]), nil
 }
 
 // waited says why a poll stopped: its timeout, or an interrupt.

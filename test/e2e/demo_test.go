@@ -68,11 +68,14 @@ func TestDemoUpAndDown(t *testing.T) {
 		t.Fatalf("demo up: %v", err)
 	}
 	tm := res.Timings
-	t.Logf("timing: control plane %v, node %v, agent DaemonSet ready %v, pinned %v, release-isolation %v, restore %v, delete->widen %v, re-create->pinned %v, total %v",
-		tm.ControlPlane, tm.Node, tm.AgentReady, tm.Pinned, tm.Release, tm.Restore, tm.Widen, tm.Repin, tm.Total)
+	t.Logf("timing: control plane %v, node %v, agent DaemonSet ready %v, pinned %v, release-isolation %v (watch %v), restore %v, delete->widen %v, re-create->pinned %v, total %v",
+		tm.ControlPlane, tm.Node, tm.AgentReady, tm.Pinned, tm.Release, tm.ReleaseWatch, tm.Restore, tm.Widen, tm.Repin, tm.Total)
 
 	if !res.NodeCPUs.Equals(nodeCPUs) {
 		t.Errorf("demo's CPUs %s, /sys/devices/system/cpu/online %s", res.NodeCPUs, nodeCPUs)
+	}
+	if tm.ReleaseWatch <= 0 || tm.ReleaseWatch > tm.Release {
+		t.Errorf("the demo's watch saw release-isolation after %v, the cgroups changed after %v: the watch must come first", tm.ReleaseWatch, tm.Release)
 	}
 	if res.Exclusive.Size() != 1 || !res.Exclusive.IsSubsetOf(nodeCPUs) {
 		t.Fatalf("exclusive cpus %q: want one of %s", res.Exclusive, nodeCPUs)
