@@ -336,7 +336,7 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 The cluster keeps running:
   export KUBECONFIG=%s
   %s get pods -A -o wide
-  %s pods --socket %s     (also: pools, events, explain %s/%s)
+  %s pods --socket %s     (same --socket for pools, events, explain %s/%s)
   %s annotate pod -n %s %s %s=true
 make demo-down to remove it (the agent DaemonSet, processes, mounts, kubepods cgroups, %s)
 `, res.Kubeconfig, filepath.Join(o.BinDir, "kubectl"), res.Cgpilotctl, res.Socket, Namespace, ExclusivePod,
