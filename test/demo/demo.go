@@ -104,9 +104,11 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	fmt.Fprintln(out, "==> cgpilot demo on this machine: one exclusive CPU, no reserved CPUs (2 CPUs here: 1 exclusive + the rest shared)")
 
-	// Build the agent image and cgpilotctl while the cluster starts.
-	buildDir, err := os.MkdirTemp("", "cgpilot-demo-build-")
-	if err != nil {
+	// Build the agent image and cgpilotctl while the cluster starts, inside
+	// the test bed's directory: every teardown (a failed start, Ctrl-C,
+	// demo-down) removes it with the rest.
+	buildDir := filepath.Join(o.Dir, "build")
+	if err := os.MkdirAll(buildDir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDemo, err)
 	}
 	defer os.RemoveAll(buildDir)
@@ -129,6 +131,7 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 	cp, err := harness.StartControlPlane(ctx, harness.Options{BinDir: o.BinDir, Dir: o.Dir, Controllers: true, Detach: true, Logf: logf})
 	if err != nil {
 		<-built
+		os.RemoveAll(o.Dir) // the build output; the harness removed the rest
 		return nil, err
 	}
 	defer func() {
