@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -171,6 +172,20 @@ func TestDemoUpAndDown(t *testing.T) {
 	if len(pods.Items) != 1 || pods.Items[0].Status.Phase != corev1.PodRunning || pods.Items[0].Spec.Containers[0].Image != demo.AgentImage ||
 		len(pods.Items[0].OwnerReferences) != 1 || pods.Items[0].OwnerReferences[0].Kind != "DaemonSet" {
 		t.Errorf("want one running agent pod of the DaemonSet from %s, have %+v", demo.AgentImage, pods.Items)
+	}
+
+	// deploy/ is what `kubectl apply -f deploy/` accepts as it is (server-side
+	// dry run: validation and admission, nothing changed).
+	if b, err := exec.Command(filepath.Join(bins, "kubectl"), "--kubeconfig", res.Kubeconfig, "apply", "--dry-run=server", "-f", filepath.Join(root, "deploy")).CombinedOutput(); err != nil {
+		t.Errorf("kubectl apply --dry-run=server -f deploy/: %v\n%s", err, b)
+	} else {
+		var kept []string // drop the warnings about objects the demo created without apply
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if !strings.HasPrefix(l, "Warning:") {
+				kept = append(kept, l)
+			}
+		}
+		t.Logf("kubectl apply --dry-run=server -f deploy/:\n%s", strings.Join(kept, "\n"))
 	}
 
 	st, err := harness.LoadState(dir)
