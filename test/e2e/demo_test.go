@@ -5,10 +5,13 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -174,6 +177,27 @@ func TestDemoUpAndDown(t *testing.T) {
 		t.Errorf("want one running agent pod of the DaemonSet from %s, have %+v", demo.AgentImage, pods.Items)
 	}
 
+	// The agent runs unprivileged with no capabilities, and still sees the
+	// machine's topology (host procfs at /host/proc, unmasked /proc/interrupts).
+	agentPID := podProcess(t, string(pods.Items[0].UID), "/bin/cgpilot-agent")
+	status := readFile(t, fmt.Sprintf("/proc/%d/status", agentPID))
+	for _, want := range []string{"CapEff:\t0000000000000000", "NoNewPrivs:\t1"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("agent process %d: /proc/%d/status lacks %q", agentPID, agentPID, want)
+		}
+	}
+	sock := filepath.Join(dir, "agent", "run", "agent.sock")
+	js, err := exec.Command(res.Cgpilotctl, "pools", "--socket", sock, "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("cgpilotctl pools -o json: %v", err)
+	}
+	var pools struct {
+		TopologySource string `json:"topologySource"`
+	}
+	if err := json.Unmarshal(js, &pools); err != nil || !strings.HasPrefix(pools.TopologySource, "topology") {
+		t.Errorf("agent topology source %q (%v): want discovery from sysfs/procfs, not the lowest-id fallback", pools.TopologySource, err)
+	}
+
 	// deploy/ is what `kubectl apply -f deploy/` accepts as it is (server-side
 	// dry run: validation and admission, nothing changed).
 	if b, err := exec.Command(filepath.Join(bins, "kubectl"), "--kubeconfig", res.Kubeconfig, "apply", "--dry-run=server", "-f", filepath.Join(root, "deploy")).CombinedOutput(); err != nil {
@@ -216,6 +240,29 @@ func TestDemoUpAndDown(t *testing.T) {
 	if err := demo.Down(dir, &downOut); err != nil || !strings.Contains(downOut.String(), "nothing to stop") {
 		t.Errorf("second demo down: %v, %q", err, downOut.String())
 	}
+}
+
+// podProcess finds the process running program in the pod with uid, by
+// its cgroup (so another agent on this host is never taken for it).
+func podProcess(t *testing.T, uid, program string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if strings.HasPrefix(string(cmd), program+"\x00") && strings.Contains(string(cg), "pod"+uid) {
+			return pid
+		}
+	}
+	t.Fatalf("no %s process in pod %s", program, uid)
+	return 0
 }
 
 func readFile(t *testing.T, p string) string {
