@@ -177,11 +177,12 @@ func TestDemoUpAndDown(t *testing.T) {
 		t.Errorf("want one running agent pod of the DaemonSet from %s, have %+v", demo.AgentImage, pods.Items)
 	}
 
-	// The agent runs unprivileged with no capabilities, and still sees the
+	// The agent runs unprivileged with no capabilities under the runtime's
+	// seccomp filter, and still sees the
 	// machine's topology (host procfs at /host/proc, unmasked /proc/interrupts).
 	agentPID := podProcess(t, string(pods.Items[0].UID), "/bin/cgpilot-agent")
 	status := readFile(t, fmt.Sprintf("/proc/%d/status", agentPID))
-	for _, want := range []string{"CapEff:\t0000000000000000", "NoNewPrivs:\t1"} {
+	for _, want := range []string{"CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("agent process %d: /proc/%d/status lacks %q", agentPID, agentPID, want)
 		}
