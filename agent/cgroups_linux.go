@@ -83,12 +83,13 @@ func (b *cgroupPkg) ContainerPath(uid string, qos QoSClass, containerID string) 
 }
 
 func (b *cgroupPkg) QoSPaths() []string {
-	k := b.layout.KubepodsPath()
-	if b.layout.Driver() == cgroup.DriverSystemd {
-		base := strings.TrimSuffix(path.Base(k), ".slice")
-		return []string{k, path.Join(k, base+"-burstable.slice"), path.Join(k, base+"-besteffort.slice")}
+	var out []string
+	for _, q := range []cgroup.QoS{cgroup.QoSGuaranteed, cgroup.QoSBurstable, cgroup.QoSBestEffort} {
+		if p, err := b.layout.QoSPath(q); err == nil {
+			out = append(out, p)
+		}
 	}
-	return []string{k, path.Join(k, "burstable"), path.Join(k, "besteffort")}
+	return out
 }
 
 func (b *cgroupPkg) CPUSetDir(p string) string { return filepathOf(b.layout, p) }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 
 	"k8s.io/utils/cpuset"
 )
@@ -142,8 +141,51 @@ func ComputeLimits(topo *Topology, st State) (Limits, error) {
 	if err := checkState(st); err != nil {
 		return Limits{}, err
 	}
-	alloc := topo.Online().Difference(st.Reserved).Difference(topo.Reserved)
-	n := alloc.Size()
+	m := buildMasks(topo, st)
+	return limits(m, st), nil
+}
+
+// masks is a State resolved against a Topology, per CPU position: the hot
+// path of Allocate works on these instead of map-based sets.
+type masks struct {
+	free        []bool // online, not reserved, not taken
+	taken       []bool
+	allocatable int // online and not reserved
+	takenAlloc  int // taken among allocatable
+}
+
+func buildMasks(topo *Topology, st State) masks {
+	n := len(topo.CPUs)
+	m := masks{free: make([]bool, n), taken: make([]bool, n)}
+	reserved := make([]bool, n)
+	for _, set := range []cpuset.CPUSet{st.Reserved, topo.Reserved} {
+		for _, id := range set.UnsortedList() {
+			if i, ok := topo.index[id]; ok {
+				reserved[i] = true
+			}
+		}
+	}
+	for _, id := range st.Taken.UnsortedList() {
+		if i, ok := topo.index[id]; ok {
+			m.taken[i] = true
+		}
+	}
+	for i, c := range topo.CPUs {
+		if !c.Online || reserved[i] {
+			continue
+		}
+		m.allocatable++
+		if m.taken[i] {
+			m.takenAlloc++
+		} else {
+			m.free[i] = true
+		}
+	}
+	return m
+}
+
+func limits(m masks, st State) Limits {
+	n := m.allocatable
 	ratio := st.CapRatio
 	if ratio == 0 {
 		ratio = DefaultCapRatio
@@ -153,18 +195,17 @@ func ComputeLimits(topo *Topology, st State) (Limits, error) {
 		over = 1
 	}
 	var largest, sold int64
-	for _, m := range st.SharedMilliCPUs {
-		largest = max(largest, m)
-		sold += m
+	for _, v := range st.SharedMilliCPUs {
+		largest = max(largest, v)
+		sold += v
 	}
 	// Shared sizes are rounded up to whole CPUs: a 1.5-CPU instance needs 2.
 	a := float64(n) - 2*math.Ceil(float64(largest)/1000)
 	b := (float64(n) - math.Ceil(float64(sold)/1000)) / over
-	l := Limits{Allocatable: n, Cap: int(math.Floor(ratio*float64(n) + 1e-9))}
+	l := Limits{Allocatable: n, Cap: int(math.Floor(ratio*float64(n) + 1e-9)), Taken: m.takenAlloc}
 	l.Sellable = max(0, int(math.Floor(min(a, b)+1e-9)))
 	l.Max = min(l.Cap, l.Sellable)
-	l.Taken = st.Taken.Intersection(alloc).Size()
-	return l, nil
+	return l
 }
 
 func checkState(st State) error {
@@ -237,38 +278,64 @@ func Allocate(topo *Topology, st State, req Request) (cpuset.CPUSet, error) {
 	if err != nil {
 		return cpuset.New(), err
 	}
-	lim, err := ComputeLimits(topo, st)
-	if err != nil {
+	if err := checkState(st); err != nil {
 		return cpuset.New(), err
 	}
-	reserved := st.Reserved.Union(topo.Reserved)
+	m := buildMasks(topo, st)
+	lim := limits(m, st)
 	if !req.Explicit.IsEmpty() {
-		return validateExplicit(topo, st, reserved, lim, req)
+		return validateExplicit(topo, st, st.Reserved.Union(topo.Reserved), lim, req)
 	}
-	free := topo.Online().Difference(reserved).Difference(st.Taken)
 	if req.Policy == BindAll {
-		if free.IsEmpty() {
+		var ids []int
+		for i, f := range m.free {
+			if f {
+				ids = append(ids, topo.CPUs[i].ID)
+			}
+		}
+		if len(ids) == 0 {
 			return cpuset.New(), refuse(ReasonNotEnoughCPUs, cpuset.New(), "no allocatable CPU is free")
 		}
-		return free, nil
+		return cpuset.New(ids...), nil
 	}
 	if err := checkLimits(lim, req.CPUs); err != nil {
 		return cpuset.New(), err
 	}
 	ix := topo.allocIndex()
-	p := newPicker(topo, ix, free, st.Taken, req)
+	p := newPicker(topo, ix, m, req)
 	if req.IOQueues == IOAvoid {
-		io := topo.IOCPUs()
-		if !io.Intersection(free).IsEmpty() {
-			p.exclude(io)
+		hit := false
+		for i, io := range ix.ioCore {
+			hit = hit || io && m.free[i]
+		}
+		if hit {
+			// A sibling of an interrupt-serving CPU shares its core with
+			// the interrupt work, so avoid whole cores.
+			for i, io := range ix.ioCore {
+				p.free[i] = p.free[i] && !io
+			}
 			got, err := p.allocate(req.CPUs)
 			if err == nil {
 				return got, nil
 			}
-			p = newPicker(topo, ix, free, st.Taken, req)
+			p = newPicker(topo, ix, m, req)
+			// Not enough CPUs without queues: prefer the cores serving
+			// the fewest.
+			p.ioScore = ix.ioLoad
 		}
 	}
 	return p.allocate(req.CPUs)
+}
+
+// coresOf returns set plus the thread siblings of its CPUs.
+func coresOf(topo *Topology, set cpuset.CPUSet) cpuset.CPUSet {
+	out := set
+	for _, id := range set.UnsortedList() {
+		if c, ok := topo.CPU(id); ok {
+			out = out.Union(c.Siblings)
+		}
+	}
+	return out
 }
 
 func checkLimits(lim Limits, n int) error {
@@ -282,414 +349,4 @@ func checkLimits(lim Limits, n int) error {
 		return refuse(ReasonOverCap, cpuset.New(), "%d taken + %d requested exceeds the cap of %d exclusive CPUs (of %d allocatable)", lim.Taken, n, lim.Cap, lim.Allocatable)
 	}
 	return refuse(ReasonNotSellable, cpuset.New(), "%d taken + %d requested exceeds the %d sellable exclusive CPUs (of %d allocatable)", lim.Taken, n, lim.Sellable, lim.Allocatable)
-}
-
-// coreInfo is one physical core (or one CPU of unknown core) for the
-// allocator: positions of its CPUs in Topology.CPUs.
-type coreInfo struct {
-	cpus []int
-	numa int
-	llc  int
-}
-
-type allocIndex struct {
-	cores []coreInfo
-	smt   int // the most threads of any core
-}
-
-func (t *Topology) allocIndex() *allocIndex {
-	if t.ai != nil {
-		return t.ai
-	}
-	return buildAllocIndex(t)
-}
-
-func buildAllocIndex(t *Topology) *allocIndex {
-	ix := &allocIndex{smt: 1}
-	byCore := map[int]int{}
-	for i, c := range t.CPUs {
-		if !c.Online {
-			continue
-		}
-		if c.Core == Unknown {
-			ix.cores = append(ix.cores, coreInfo{cpus: []int{i}, numa: c.NUMA, llc: c.L3})
-			continue
-		}
-		k, ok := byCore[c.Core]
-		if !ok {
-			k = len(ix.cores)
-			byCore[c.Core] = k
-			ix.cores = append(ix.cores, coreInfo{numa: c.NUMA, llc: c.L3})
-		}
-		ix.cores[k].cpus = append(ix.cores[k].cpus, i)
-		ix.smt = max(ix.smt, len(ix.cores[k].cpus))
-	}
-	return ix
-}
-
-// picker holds one allocation's working state, as flags per CPU position.
-type picker struct {
-	t       *Topology
-	ix      *allocIndex
-	free    []bool // candidate CPUs
-	taken   []bool // CPUs granted exclusively to others
-	policy  Policy
-	numa    NUMAPolicy
-	ioScore []int // per core: IO queues it would newly cover (IOSpread), or nil
-}
-
-func newPicker(t *Topology, ix *allocIndex, free, taken cpuset.CPUSet, req Request) *picker {
-	p := &picker{t: t, ix: ix, free: make([]bool, len(t.CPUs)), taken: make([]bool, len(t.CPUs)), policy: req.Policy, numa: req.NUMA}
-	for _, id := range free.UnsortedList() {
-		if i, ok := t.index[id]; ok {
-			p.free[i] = true
-		}
-	}
-	for _, id := range taken.UnsortedList() {
-		if i, ok := t.index[id]; ok {
-			p.taken[i] = true
-		}
-	}
-	if req.IOQueues == IOSpread {
-		p.ioScore = ioSpreadScores(t, ix, taken)
-	}
-	return p
-}
-
-func (p *picker) exclude(set cpuset.CPUSet) {
-	for _, id := range set.UnsortedList() {
-		if i, ok := p.t.index[id]; ok {
-			p.free[i] = false
-		}
-	}
-}
-
-// ioSpreadScores counts, per core, the IO queues its CPUs serve that no
-// taken CPU serves.
-func ioSpreadScores(t *Topology, ix *allocIndex, taken cpuset.CPUSet) []int {
-	used := map[string]bool{}
-	byCPU := t.IOQueuesByCPU()
-	for _, id := range taken.UnsortedList() {
-		for _, q := range byCPU[id] {
-			used[q] = true
-		}
-	}
-	scores := make([]int, len(ix.cores))
-	for k, c := range ix.cores {
-		for _, i := range c.cpus {
-			for _, q := range byCPU[t.CPUs[i].ID] {
-				if !used[q] {
-					scores[k]++
-				}
-			}
-		}
-	}
-	return scores
-}
-
-// coreFree returns how many of core k's CPUs are candidates, and whether
-// the whole core is.
-func (p *picker) coreFree(k int) (n int, whole bool) {
-	for _, i := range p.ix.cores[k].cpus {
-		if p.free[i] {
-			n++
-		}
-	}
-	return n, n == len(p.ix.cores[k].cpus)
-}
-
-// eligible says whether Spread may use core k: it has a candidate CPU and no
-// CPU granted to another exclusive instance.
-func (p *picker) eligible(k int) bool {
-	has := false
-	for _, i := range p.ix.cores[k].cpus {
-		if p.taken[i] {
-			return false
-		}
-		has = has || p.free[i]
-	}
-	return has
-}
-
-// capacity returns how many CPUs the cores can give under the policy, and
-// how many of those come from whole cores.
-func (p *picker) capacity(cores []int) (total, whole int) {
-	for _, k := range cores {
-		if p.policy == Spread {
-			if p.eligible(k) {
-				total++
-				whole++
-			}
-			continue
-		}
-		n, w := p.coreFree(k)
-		total += n
-		if w {
-			whole += n
-		}
-	}
-	return total, whole
-}
-
-type group struct {
-	key          int
-	cores        []int
-	total, whole int
-	quota        int
-}
-
-// groupBy splits cores by key, in key order.
-func (p *picker) groupBy(cores []int, key func(coreInfo) int) []group {
-	pos := map[int]int{}
-	var gs []group
-	for _, k := range cores {
-		v := key(p.ix.cores[k])
-		i, ok := pos[v]
-		if !ok {
-			i = len(gs)
-			pos[v] = i
-			gs = append(gs, group{key: v})
-		}
-		gs[i].cores = append(gs[i].cores, k)
-	}
-	for i := range gs {
-		gs[i].total, gs[i].whole = p.capacity(gs[i].cores)
-	}
-	sort.Slice(gs, func(a, b int) bool { return gs[a].key < gs[b].key })
-	return gs
-}
-
-// packGroups chooses the fewest groups that hold n and sets their quotas.
-// One group that holds n from whole cores wins, then one group that holds n
-// at all; among those, the one with the least capacity (best fit, keeping
-// big blocks free). Otherwise the largest groups are taken in turn and the
-// last one is replaced by the smallest group that still covers the rest.
-func packGroups(gs []group, n int, single bool) ([]group, bool) {
-	best := -1
-	for pass := 0; pass < 2 && best < 0; pass++ {
-		for i, g := range gs {
-			fits := g.total >= n
-			if pass == 0 {
-				fits = g.whole >= n
-			}
-			if fits && (best < 0 || g.total < gs[best].total) {
-				best = i
-			}
-		}
-	}
-	if best >= 0 {
-		g := gs[best]
-		g.quota = n
-		return []group{g}, true
-	}
-	if single {
-		return nil, false
-	}
-	order := make([]int, len(gs))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool {
-		ga, gb := gs[order[a]], gs[order[b]]
-		if ga.total != gb.total {
-			return ga.total > gb.total
-		}
-		return ga.whole > gb.whole
-	})
-	var out []group
-	need := n
-	for j, i := range order {
-		if need == 0 {
-			break
-		}
-		g := gs[i]
-		if g.total == 0 {
-			break
-		}
-		if g.total >= need {
-			g = gs[bestFit(gs, order[j:], need)]
-			g.quota = need
-			out = append(out, g)
-			need = 0
-			break
-		}
-		g.quota = g.total
-		need -= g.total
-		out = append(out, g)
-	}
-	if need > 0 {
-		return nil, false
-	}
-	return out, true
-}
-
-// bestFit returns, among candidates that hold need, one that holds it from
-// whole cores if any does, with the least capacity.
-func bestFit(gs []group, candidates []int, need int) int {
-	pick := -1
-	for _, c := range candidates {
-		g := gs[c]
-		if g.total < need {
-			continue
-		}
-		if pick < 0 {
-			pick = c
-			continue
-		}
-		cur := gs[pick]
-		gw, cw := g.whole >= need, cur.whole >= need
-		if gw && !cw || gw == cw && g.total < cur.total {
-			pick = c
-		}
-	}
-	return pick
-}
-
-// spreadGroups balances n over the groups with capacity, one unit (a core's
-// worth of threads, or one thread under Spread) at a time, largest first.
-func spreadGroups(gs []group, n, unit int) ([]group, bool) {
-	var out []group
-	for _, g := range gs {
-		if g.total > 0 {
-			out = append(out, g)
-		}
-	}
-	sort.SliceStable(out, func(a, b int) bool { return out[a].total > out[b].total })
-	need := n
-	for need > 0 {
-		progress := false
-		for i := range out {
-			if need == 0 {
-				break
-			}
-			step := min(unit, need, out[i].total-out[i].quota)
-			if step > 0 {
-				out[i].quota += step
-				need -= step
-				progress = true
-			}
-		}
-		if !progress {
-			return nil, false
-		}
-	}
-	kept := out[:0]
-	for _, g := range out {
-		if g.quota > 0 {
-			kept = append(kept, g)
-		}
-	}
-	return kept, true
-}
-
-func (p *picker) allocate(n int) (cpuset.CPUSet, error) {
-	all := make([]int, len(p.ix.cores))
-	for i := range all {
-		all[i] = i
-	}
-	total, _ := p.capacity(all)
-	if total < n {
-		what := "free allocatable CPUs"
-		if p.policy == Spread {
-			what = "free cores with no exclusive thread"
-		}
-		return cpuset.New(), refuse(ReasonNotEnoughCPUs, cpuset.New(), "%d CPUs requested, %d %s", n, total, what)
-	}
-	nodes := p.groupBy(all, func(c coreInfo) int { return c.numa })
-	var chosen []group
-	var ok bool
-	switch p.numa {
-	case NUMASpread:
-		unit := p.ix.smt
-		if p.policy == Spread {
-			unit = 1
-		}
-		chosen, ok = spreadGroups(nodes, n, unit)
-	default:
-		chosen, ok = packGroups(nodes, n, p.numa == NUMASingle)
-	}
-	if !ok {
-		most := 0
-		for _, g := range nodes {
-			most = max(most, g.total)
-		}
-		return cpuset.New(), refuse(ReasonNUMANoFit, cpuset.New(), "%d CPUs requested, the freest NUMA node has %d", n, most)
-	}
-	ids := make([]int, 0, n)
-	for _, node := range chosen {
-		caches := p.groupBy(node.cores, func(c coreInfo) int { return c.llc })
-		parts, ok := packGroups(caches, node.quota, false)
-		if !ok {
-			return cpuset.New(), refuse(ReasonNotEnoughCPUs, cpuset.New(), "NUMA node %d cannot give %d CPUs", node.key, node.quota)
-		}
-		for _, part := range parts {
-			ids = p.pickCores(part.cores, part.quota, ids)
-		}
-	}
-	if len(ids) != n {
-		return cpuset.New(), refuse(ReasonNotEnoughCPUs, cpuset.New(), "picked %d of %d CPUs", len(ids), n)
-	}
-	return cpuset.New(ids...), nil
-}
-
-// pickCores takes quota CPUs from cores and appends their ids to out.
-func (p *picker) pickCores(cores []int, quota int, out []int) []int {
-	order := cores
-	if p.ioScore != nil {
-		order = append([]int(nil), cores...)
-		sort.SliceStable(order, func(a, b int) bool { return p.ioScore[order[a]] > p.ioScore[order[b]] })
-	}
-	take := func(i int) {
-		p.free[i] = false
-		out = append(out, p.t.CPUs[i].ID)
-		quota--
-	}
-	if p.policy == Spread {
-		for _, k := range order {
-			if quota == 0 {
-				break
-			}
-			if !p.eligible(k) {
-				continue
-			}
-			for _, i := range p.ix.cores[k].cpus {
-				if p.free[i] {
-					take(i)
-					break
-				}
-			}
-		}
-		return out
-	}
-	// Whole cores that fit the quota.
-	for _, k := range order {
-		if quota == 0 {
-			return out
-		}
-		if n, whole := p.coreFree(k); whole && n <= quota {
-			for _, i := range p.ix.cores[k].cpus {
-				take(i)
-			}
-		}
-	}
-	// The rest from the cores with the fewest candidates left: already
-	// split cores first, so a whole core is split only when nothing else is.
-	for quota > 0 {
-		best, bestN := -1, 0
-		for _, k := range order {
-			n, _ := p.coreFree(k)
-			if n > 0 && (best < 0 || n < bestN) {
-				best, bestN = k, n
-			}
-		}
-		if best < 0 {
-			return out
-		}
-		for _, i := range p.ix.cores[best].cpus {
-			if p.free[i] && quota > 0 {
-				take(i)
-			}
-		}
-	}
-	return out
 }

@@ -18,6 +18,7 @@ func mustParse(t testing.TB, s string) cpuset.CPUSet {
 
 func TestAllocate(t *testing.T) {
 	dual := topoDualSocketHT(t)
+	single := topoSingleSocketHT(t)
 	uncore := topoDualUncoreCacheSingleSocketHT(t)
 	gold := topoDualSocketMultiNumaPerSocketHT(t)
 	epyc := topoDualSocketMultiNumaPerSocketHTLarge(t)
@@ -33,6 +34,10 @@ func TestAllocate(t *testing.T) {
 		why   Reason
 	}{
 		{"one whole core", dual, State{}, Request{CPUs: 2}, "0,6", ""},
+		{"odd count: a whole core and one thread", single, State{}, Request{CPUs: 3}, "0-1,4", ""},
+		{"odd count completes a split core", single, State{Taken: all("1")}, Request{CPUs: 3}, "0,4-5", ""},
+		{"whole cores rather than leftover threads", single, State{Taken: all("1-2"), CapRatio: 1}, Request{CPUs: 2}, "0,4", ""},
+		{"leftover threads when no core is whole", single, State{Taken: all("0-3"), CapRatio: 1}, Request{CPUs: 2}, "4-5", ""},
 		{"best fit node keeps the free node whole", dual, State{Taken: all("0,6")}, Request{CPUs: 2}, "2,8", ""},
 		{"single thread splits one core", dual, State{}, Request{CPUs: 1}, "0", ""},
 		{"single thread reuses a split core", dual, State{Taken: all("0")}, Request{CPUs: 1}, "6", ""},

@@ -94,3 +94,7 @@ func parseCPUMask(s string) (cpuset.CPUSet, error) {
 	}
 	return cpuset.New(ids...), nil
 }
+
+// ParseCPUList parses a Linux cpu list ("0-3,8"; "0, 1" as blk-mq writes
+// it), refusing ids above MaxCPUID. Use it for user input such as flags.
+func ParseCPUList(s string) (cpuset.CPUSet, error) { return parseCPUList(s) }

@@ -49,7 +49,7 @@ func TestHwlocOracle(t *testing.T) {
 			if view.pus.IsEmpty() {
 				t.Fatalf("%s: no PU in hwloc output", c.expected)
 			}
-			root := unpack(t, c.tarball)
+			root := unpackShared(t, c.tarball)
 			topo, warns, err := DiscoverRoot(root)
 			if err != nil {
 				t.Fatalf("Discover: %v", err)

@@ -78,13 +78,20 @@ func readNodes(sysRoot string, cpus []CPU, index map[int]int) ([]NUMANode, []War
 		if err != nil {
 			return nil, nil, parseErr(path, s, err)
 		}
-		if len(row) != len(nodes) {
-			warns = append(warns, Warning{path, fmt.Sprintf("%d distances for %d nodes: distances ignored", len(row), len(nodes))})
-			continue
-		}
 		nodes[i].Distances = make(map[int]int, len(row))
-		for j, d := range row {
-			nodes[i].Distances[nodes[j].ID] = d
+		switch {
+		case len(row) == len(nodes):
+			for j, d := range row {
+				nodes[i].Distances[nodes[j].ID] = d
+			}
+		case len(row) > ids[len(ids)-1]:
+			// The row covers node ids 0..len-1, some of them offline.
+			for _, n := range nodes {
+				nodes[i].Distances[n.ID] = row[n.ID]
+			}
+		default:
+			nodes[i].Distances = nil
+			warns = append(warns, Warning{path, fmt.Sprintf("%d distances for %d nodes: distances ignored", len(row), len(nodes))})
 		}
 	}
 	var overlap []int

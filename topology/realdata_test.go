@@ -40,7 +40,7 @@ func TestMustGatherNodes(t *testing.T) {
 	dir := tier.SharedData(t, "nto-mustgather-irq-sysinfo")
 	for _, node := range []string{"bare-metal-master.internal", "bare-metal-worker1.internal"} {
 		t.Run(node, func(t *testing.T) {
-			root := unpack(t, filepath.Join(dir, node+".sysinfo.tgz"))
+			root := unpackShared(t, filepath.Join(dir, node+".sysinfo.tgz"))
 			topo, warns, err := DiscoverRoot(root)
 			if err != nil {
 				t.Fatal(err)
@@ -130,7 +130,7 @@ func checkIRQsAgainstSummary(t *testing.T, dir, node string, topo *Topology) {
 // TestMustGatherIRQFacts checks the facts the capture's provenance states.
 func TestMustGatherIRQFacts(t *testing.T) {
 	dir := tier.SharedData(t, "nto-mustgather-irq-sysinfo")
-	master, _, err := DiscoverRoot(unpack(t, filepath.Join(dir, "bare-metal-master.internal.sysinfo.tgz")))
+	master, _, err := DiscoverRoot(unpackShared(t, filepath.Join(dir, "bare-metal-master.internal.sysinfo.tgz")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestMustGatherIRQFacts(t *testing.T) {
 		t.Errorf("master IRQ kinds = %v, want >400 nvme and >800 net", kinds)
 	}
 
-	worker, _, err := DiscoverRoot(unpack(t, filepath.Join(dir, "bare-metal-worker1.internal.sysinfo.tgz")))
+	worker, _, err := DiscoverRoot(unpackShared(t, filepath.Join(dir, "bare-metal-worker1.internal.sysinfo.tgz")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestGhwSnapshots(t *testing.T) {
 			if !ok {
 				t.Fatalf("no expected shape for %s", name)
 			}
-			topo, warns, err := DiscoverRoot(unpack(t, a))
+			topo, warns, err := DiscoverRoot(unpackShared(t, a))
 			if err != nil {
 				t.Fatal(err)
 			}

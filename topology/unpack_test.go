@@ -5,10 +5,13 @@ import (
 	"compress/bzip2"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -17,6 +20,11 @@ import (
 // its single top directory). Entries escaping the directory, absolute
 // symlinks (they would reach the host's /sys) and device files are skipped.
 func unpack(t testing.TB, archive string) string {
+	t.Helper()
+	return unpackInto(t, archive, t.TempDir())
+}
+
+func unpackInto(t testing.TB, archive, dst string) string {
 	t.Helper()
 	f, err := os.Open(archive)
 	if err != nil {
@@ -35,7 +43,6 @@ func unpack(t testing.TB, archive string) string {
 		defer gz.Close()
 		r = gz
 	}
-	dst := t.TempDir()
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -46,7 +53,7 @@ func unpack(t testing.TB, archive string) string {
 			t.Fatalf("%s: %v", archive, err)
 		}
 		name := filepath.Clean(h.Name)
-		if name == "." || filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
+		if name == "." || filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") || !wanted(name) {
 			continue
 		}
 		p := filepath.Join(dst, name)
@@ -76,6 +83,53 @@ func unpack(t testing.TB, archive string) string {
 		}
 	}
 	return treeRoot(t, dst)
+}
+
+// skipped are capture parts that discovery never reads; leaving them out
+// saves most of the unpacking time on this shared machine.
+var skipped = []string{"sys/bus/", "sys/class/", "sys/kernel/", "sys/fs/", "sys/firmware/", "sys/module/",
+	"sys/devices/virtual/", "proc/self/", "proc/sys/", "dev/", "run/", "cgroup/", "cpuid/"}
+
+func wanted(name string) bool {
+	n := filepath.ToSlash(name) + "/"
+	for _, s := range skipped {
+		if strings.HasPrefix(n, s) || strings.Contains(n, "/"+s) {
+			return false
+		}
+	}
+	return true
+}
+
+// unpackShared is unpack for read-only use by several tests: each archive is
+// unpacked once per test binary under sharedTmp, removed by TestMain.
+func unpackShared(t testing.TB, archive string) string {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if root, ok := sharedRoots[archive]; ok {
+		return root
+	}
+	root := unpackInto(t, archive, filepath.Join(sharedTmp, strconv.Itoa(len(sharedRoots))))
+	sharedRoots[archive] = root
+	return root
+}
+
+var (
+	sharedMu    sync.Mutex
+	sharedRoots = map[string]string{}
+	sharedTmp   string
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cgpilot-topology-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	sharedTmp = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 func treeRoot(t testing.TB, dir string) string {

@@ -59,72 +59,82 @@ func validateExplicit(topo *Topology, st State, reserved cpuset.CPUSet, lim Limi
 		if n%ix.smt != 0 {
 			allowed = 1
 		}
+		if req.NUMA == NUMASpread {
+			// Each node's share may end in a partial core.
+			allowed = max(allowed, len(numaSpan(topo, set)))
+		}
 		if len(split) > allowed {
 			return cpuset.New(), refuse(ReasonSplitsCore, cpuset.New(split...), "full-cores: %d cores split (first CPU of each listed), %d allowed", len(split), allowed)
 		}
 	case Spread:
 		for _, c := range ix.cores {
 			var in []int
+			mine := false
 			for _, i := range c.cpus {
-				if id := topo.CPUs[i].ID; set.Contains(id) || st.Taken.Contains(id) {
+				id := topo.CPUs[i].ID
+				mine = mine || set.Contains(id)
+				if set.Contains(id) || st.Taken.Contains(id) {
 					in = append(in, id)
 				}
 			}
-			if len(in) > 1 {
+			if mine && len(in) > 1 {
 				return cpuset.New(), refuse(ReasonSharesCore, cpuset.New(in...), "spread: two exclusive threads on one core")
 			}
 		}
 	}
-	nodes := map[int]bool{}
-	for _, id := range set.UnsortedList() {
-		c, _ := topo.CPU(id)
-		nodes[c.NUMA] = true
-	}
+	nodes := numaSpan(topo, set)
 	switch req.NUMA {
 	case NUMASingle:
 		if len(nodes) > 1 {
 			return cpuset.New(), refuse(ReasonNUMASpan, set, "spans %d NUMA nodes, policy single", len(nodes))
 		}
 	case NUMAPreferSingle:
-		if least := fewestNodes(topo, free, n); len(nodes) > least {
-			return cpuset.New(), refuse(ReasonNUMASpan, set, "spans %d NUMA nodes where %d would do", len(nodes), least)
+		// Allocate keeps a request in one node whenever one holds it;
+		// beyond that it trades nodes for whole cores, so only the
+		// one-node case is a rule.
+		if len(nodes) > 1 && fitsOneNode(topo, ix, buildMasks(topo, st), req, n) {
+			return cpuset.New(), refuse(ReasonNUMASpan, set, "spans %d NUMA nodes while one node has %d free CPUs", len(nodes), n)
 		}
 	}
 	if req.IOQueues == IOAvoid {
-		io := topo.IOCPUs()
-		if hit := set.Intersection(io); !hit.IsEmpty() && free.Difference(io).Size() >= n {
-			return cpuset.New(), refuse(ReasonIOQueueCPU, hit, "serve IO-queue interrupts while %d other CPUs are free", free.Difference(io).Size())
+		// The rule is Allocate's first attempt: if a choice off the cores
+		// serving IO queues exists, a set on them is refused.
+		io := coresOf(topo, topo.IOCPUs())
+		if hit := set.Intersection(io); !hit.IsEmpty() {
+			m := buildMasks(topo, st)
+			p := newPicker(topo, ix, m, req)
+			for i, onIO := range ix.ioCore {
+				p.free[i] = p.free[i] && !onIO
+			}
+			if alt, err := p.allocate(n); err == nil {
+				return cpuset.New(), refuse(ReasonIOQueueCPU, hit, "on cores serving IO-queue interrupts while %s would avoid them", alt)
+			}
 		}
 	}
 	return set, nil
 }
 
-// fewestNodes is the least number of NUMA nodes whose free CPUs hold n.
-func fewestNodes(topo *Topology, free cpuset.CPUSet, n int) int {
-	count := map[int]int{}
-	for _, id := range free.UnsortedList() {
+// fitsOneNode reports whether one NUMA node can give n CPUs under the
+// request's core policy, as Allocate counts them.
+func fitsOneNode(topo *Topology, ix *allocIndex, m masks, req Request, n int) bool {
+	p := newPicker(topo, ix, m, req)
+	all := make([]int, len(ix.cores))
+	for i := range all {
+		all[i] = i
+	}
+	for _, g := range p.groupBy(all, func(c coreInfo) int { return c.numa }) {
+		if g.total >= n {
+			return true
+		}
+	}
+	return false
+}
+
+func numaSpan(topo *Topology, set cpuset.CPUSet) map[int]bool {
+	nodes := map[int]bool{}
+	for _, id := range set.UnsortedList() {
 		c, _ := topo.CPU(id)
-		count[c.NUMA]++
+		nodes[c.NUMA] = true
 	}
-	sizes := make([]int, 0, len(count))
-	for _, v := range count {
-		sizes = append(sizes, v)
-	}
-	// Largest first.
-	for i := range sizes {
-		for j := i + 1; j < len(sizes); j++ {
-			if sizes[j] > sizes[i] {
-				sizes[i], sizes[j] = sizes[j], sizes[i]
-			}
-		}
-	}
-	k, sum := 0, 0
-	for _, s := range sizes {
-		if sum >= n {
-			break
-		}
-		sum += s
-		k++
-	}
-	return max(k, 1)
+	return nodes
 }
