@@ -178,8 +178,8 @@ func TestDemoUpAndDown(t *testing.T) {
 	}
 
 	// The agent runs unprivileged with no capabilities under the runtime's
-	// seccomp filter, and still sees the
-	// machine's topology (host procfs at /host/proc, unmasked /proc/interrupts).
+	// seccomp filter, and still sees the machine's topology (host procfs at
+	// /host/proc, where /proc/interrupts is not masked).
 	agentPID := podProcess(t, string(pods.Items[0].UID), "/bin/cgpilot-agent")
 	status := readFile(t, fmt.Sprintf("/proc/%d/status", agentPID))
 	for _, want := range []string{"CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
