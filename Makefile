@@ -40,7 +40,8 @@ help:
 	@echo "fuzz        each FuzzXxx target for FUZZTIME=$(FUZZTIME)"
 	@echo "lint        gofmt, go vet, staticcheck $(STATICCHECK_VERSION), hack/check-imports.sh"
 	@echo "deps        apt packages (as root), Kubernetes binaries, v2 VM kernel"
-	@echo "demo        start the local test bed; demo-down stops it"
+	@echo "demo        (root) the agent DaemonSet on a local single-node cluster: exclusive and shared pools, shown live"
+	@echo "demo-down   remove everything make demo started"
 
 build:
 	$(GO) build -trimpath -o bin/ ./cmd/...
@@ -134,12 +135,10 @@ deps:
 	@echo "deps: Kubernetes binaries in $$(test/k8sbins/build.sh)"
 	@echo "deps: v2 VM kernel $$(test/v2vm/kernel.sh)"
 
-# Until the agent image exists (later issues) the demo is the local test bed:
-# a control plane (and a node as root) that stays up until demo-down.
+# The agent on the test bed's single-node cluster, deployed as the DaemonSet
+# of deploy/ from a locally built image; the cluster stays up until demo-down.
 demo:
-	@[ -d test/cmd/testbed ] || { echo "demo: test/cmd/testbed is not on this branch yet" >&2; exit 1; }
-	CGPILOT_K8S_BINS=$$(test/k8sbins/build.sh) $(GO) run ./test/cmd/testbed up
+	CGPILOT_K8S_BINS=$$(test/k8sbins/build.sh) $(GO) run ./test/cmd/demo up
 
 demo-down:
-	@[ -d test/cmd/testbed ] || { echo "demo-down: test/cmd/testbed is not on this branch yet" >&2; exit 1; }
-	$(GO) run ./test/cmd/testbed down
+	$(GO) run ./test/cmd/demo down
