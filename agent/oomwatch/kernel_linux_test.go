@@ -1,0 +1,260 @@
+//go:build linux
+
+package oomwatch
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cgpilot/cgpilot/test/cgtest"
+	"github.com/cgpilot/cgpilot/test/tier"
+)
+
+func TestMain(m *testing.M) { cgtest.Main(m) }
+
+const (
+	limitMiB = 48
+	hogMiB   = 512
+)
+
+// bpfMinimum is the documented minimum for BackendBPF: ring buffers (5.8)
+// and kernel BTF. A kernel that meets it must load the programs, so a
+// failure there fails the test instead of skipping it.
+var bpfMinimum = [2]int{5, 8}
+
+func kernelVersion(t testing.TB) [2]int {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var v [2]int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &v[0], &v[1]); err != nil {
+		t.Fatalf("kernel release %q: %v", u.Release, err)
+	}
+	return v
+}
+
+// newWatcher starts a Watcher with backend b. For BackendBPF a failing
+// probe skips only below the documented minimum (or without kernel BTF).
+func newWatcher(t testing.TB, b Backend) *Watcher {
+	t.Helper()
+	w, err := New(Config{Backend: b, Poll: 500 * time.Millisecond})
+	if err != nil {
+		if b == BackendBPF && errors.Is(err, ErrUnavailable) {
+			v := kernelVersion(t)
+			_, btfErr := os.Stat("/sys/kernel/btf/vmlinux")
+			if btfErr != nil || v[0] < bpfMinimum[0] || v[0] == bpfMinimum[0] && v[1] < bpfMinimum[1] {
+				t.Skipf("BPF backend unavailable below its minimum (kernel %d.%d, BTF: %v): %v", v[0], v[1], btfErr, err)
+			}
+			t.Fatalf("kernel %d.%d with BTF meets the BPF minimum %d.%d, but: %v", v[0], v[1], bpfMinimum[0], bpfMinimum[1], err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := w.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	if w.Backend() != b {
+		t.Fatalf("Backend() = %v, want %v", w.Backend(), b)
+	}
+	t.Logf("backend %v: %s", w.Backend(), w.Reason())
+	return w
+}
+
+// oomCgroup makes a cgroup with a small memory limit and returns the
+// sandbox, its path relative to the sandbox, and the memory cgroup dir
+// (v1 memory hierarchy, or cgroup2 on a unified host).
+func oomCgroup(t testing.TB, name string) (*cgtest.Sandbox, string, string) {
+	t.Helper()
+	s := cgtest.New(t, "memory")
+	dirs := s.Mkdir(name)
+	limit := strconv.Itoa(limitMiB << 20)
+	var mem string
+	if d, ok := dirs["memory"]; ok {
+		mem = d
+		write(t, filepath.Join(d, "memory.limit_in_bytes"), limit)
+	} else {
+		mem = dirs[cgtest.V2]
+		write(t, filepath.Join(mem, "memory.max"), limit)
+		if _, err := os.Stat(filepath.Join(mem, "memory.swap.max")); err == nil {
+			write(t, filepath.Join(mem, "memory.swap.max"), "0")
+		}
+	}
+	return s, name, mem
+}
+
+func write(t testing.TB, path, v string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(v), 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitKill waits for the event of the kill of pid, failing after timeout.
+func waitKill(t testing.TB, w *Watcher, pid int, timeout time.Duration) Event {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case e, ok := <-w.Events():
+			if !ok {
+				t.Fatal("Events closed before the kill was seen")
+			}
+			if e.PID == pid || (e.PID == 0 && e.Source != SourceBPF) {
+				return e
+			}
+			t.Logf("other kill on this host: %v", e)
+		case <-deadline:
+			t.Fatalf("no event for the kill of pid %d within %v", pid, timeout)
+		}
+	}
+}
+
+func comm() string {
+	c := filepath.Base(os.Args[0])
+	if len(c) > 15 {
+		c = c[:15]
+	}
+	return c
+}
+
+// TestOOMKillSeen OOM-kills a real memory hog in a cgroup with a small
+// limit and checks that each backend reports it with the victim's pid and
+// the inode of its memory cgroup.
+func TestOOMKillSeen(t *testing.T) {
+	for _, b := range []Backend{BackendBPF, BackendCounters} {
+		t.Run(b.String(), func(t *testing.T) {
+			tier.Kernel(t)
+			w := newWatcher(t, b)
+			s, rel, mem := oomCgroup(t, "oom-"+b.String())
+			if err := w.Watch(mem); err != nil {
+				t.Fatal(err)
+			}
+			ino, err := Inode(mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := s.Start(rel, cgtest.Hog, hogMiB)
+			e := waitKill(t, w, p.Pid, 30*time.Second)
+			if exited, _ := p.Wait(10 * time.Second); !exited || !p.Signaled(syscall.SIGKILL) {
+				t.Errorf("hog %d: exited=%v, want killed by SIGKILL", p.Pid, exited)
+			}
+			t.Logf("event: %v", e)
+			if e.PID != p.Pid {
+				t.Errorf("PID = %d, want the hog's %d", e.PID, p.Pid)
+			}
+			if e.Comm != comm() {
+				t.Errorf("Comm = %q, want %q", e.Comm, comm())
+			}
+			if e.MemcgInode != ino {
+				t.Errorf("MemcgInode = %d, want the inode %d of %s", e.MemcgInode, ino, mem)
+			}
+			if e.Dir != mem {
+				t.Errorf("Dir = %q, want %q", e.Dir, mem)
+			}
+			v2, hasV2 := s.Dirs[cgtest.V2]
+			switch {
+			case b == BackendBPF && hasV2:
+				v2ino, err := Inode(filepath.Join(v2, rel))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e.CgroupID != v2ino {
+					t.Errorf("CgroupID = %d, want the cgroup2 inode %d", e.CgroupID, v2ino)
+				}
+			case b == BackendCounters && mem == s.Path(cgtest.V2, rel):
+				if e.CgroupID != ino {
+					t.Errorf("CgroupID = %d, want %d", e.CgroupID, ino)
+				}
+			}
+			wantSrc := map[Backend]Source{BackendBPF: SourceBPF, BackendCounters: SourceOOMControl}[b]
+			if b == BackendCounters && s.Unified {
+				wantSrc = SourceMemoryEvents
+			}
+			if e.Source != wantSrc {
+				t.Errorf("Source = %v, want %v", e.Source, wantSrc)
+			}
+			if d := time.Since(e.Time); d < 0 || d > 30*time.Second {
+				t.Errorf("Time %v is %v from now", e.Time, d)
+			}
+			if b == BackendBPF {
+				if e.Kernel <= 0 || e.Seen < e.Kernel {
+					t.Errorf("Kernel %v, Seen %v: want 0 < Kernel <= Seen", e.Kernel, e.Seen)
+				}
+				t.Logf("latency kill -> event: %v", e.Seen-e.Kernel)
+			}
+			// One kill, one event: nothing else for this cgroup.
+			select {
+			case e2 := <-w.Events():
+				if e2.Dir == mem {
+					t.Errorf("second event for one kill: %v", e2)
+				}
+			case <-time.After(1500 * time.Millisecond):
+			}
+		})
+	}
+}
+
+// TestCountersLatency runs both backends on the same kill and logs how long
+// after the kernel marked the victim each one delivered it.
+func TestCountersLatency(t *testing.T) {
+	tier.Kernel(t)
+	bw := newWatcher(t, BackendBPF)
+	cw := newWatcher(t, BackendCounters)
+	for i := 0; i < 3; i++ {
+		be, ce := killOnce(t, bw, cw, fmt.Sprintf("lat%d", i))
+		t.Logf("run %d: bpf %v, counters %v after the kernel's mark_victim", i, be.Seen-be.Kernel, ce.Seen-be.Kernel)
+		if ce.PID != be.PID || ce.MemcgInode != be.MemcgInode {
+			t.Errorf("backends disagree: bpf %v, counters %v", be, ce)
+		}
+	}
+}
+
+func killOnce(t testing.TB, bw, cw *Watcher, name string) (Event, Event) {
+	t.Helper()
+	s, rel, mem := oomCgroup(t, name)
+	for _, w := range []*Watcher{bw, cw} {
+		if err := w.Watch(mem); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := s.Start(rel, cgtest.Hog, hogMiB)
+	be := waitKill(t, bw, p.Pid, 30*time.Second)
+	ce := waitKill(t, cw, p.Pid, 30*time.Second)
+	p.Wait(10 * time.Second)
+	for _, w := range []*Watcher{bw, cw} {
+		w.Unwatch(mem)
+	}
+	return be, ce
+}
+
+// BenchmarkKillToEvent reports the delay from the kernel's mark_victim to
+// the event, for each backend (one real OOM kill per iteration; use
+// -benchtime=5x). The BPF backend's kernel stamp is the reference clock
+// for both, so the ratio counters/bpf is measured on the same kills.
+func BenchmarkKillToEvent(b *testing.B) {
+	tier.Kernel(b)
+	bw := newWatcher(b, BackendBPF)
+	cw := newWatcher(b, BackendCounters)
+	var bpfSum, ctrSum time.Duration
+	for i := 0; b.Loop(); i++ {
+		be, ce := killOnce(b, bw, cw, fmt.Sprintf("bench%d", i))
+		bpfSum += be.Seen - be.Kernel
+		ctrSum += ce.Seen - be.Kernel
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(bpfSum.Microseconds())/n, "bpf-µs/kill")
+	b.ReportMetric(float64(ctrSum.Microseconds())/n, "counters-µs/kill")
+	if bpfSum > 0 {
+		b.ReportMetric(float64(ctrSum)/float64(bpfSum), "counters/bpf")
+	}
+}
