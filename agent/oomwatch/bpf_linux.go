@@ -46,8 +46,17 @@ func startBPF(w *Watcher) (*bpfBackend, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return fail("raise RLIMIT_MEMLOCK", err)
 	}
-	b := &bpfBackend{taskArg: taskArg}
-	if err := loadOomwatchObjects(&b.objs, &ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kspec}}); err != nil {
+	b := &bpfBackend{taskArg: taskArg && !w.cfg.forcePidPath}
+	spec, err := loadOomwatch()
+	if err != nil {
+		return fail("read embedded object", err)
+	}
+	if w.cfg.forcePidPath {
+		if err := spec.Variables["force_pid_path"].Set(true); err != nil {
+			return fail("set force_pid_path", err)
+		}
+	}
+	if err := spec.LoadAndAssign(&b.objs, &ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kspec}}); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			w.log.Debug("oomwatch: verifier log", "log", fmt.Sprintf("%+v", ve))
@@ -55,7 +64,7 @@ func startBPF(w *Watcher) (*bpfBackend, error) {
 		return fail("load tp_btf programs", err)
 	}
 	progs := []*ebpf.Program{b.objs.OnMarkVictim}
-	if !taskArg {
+	if !b.taskArg {
 		progs = append(progs, b.objs.RememberKill)
 	}
 	for _, p := range progs {

@@ -271,7 +271,7 @@ func (c *counterBackend) diff(dir string) ([]Event, error) {
 		}
 		if i < len(lines) {
 			l := lines[i]
-			e.PID, e.Comm, e.Time = l.PID, l.Comm, wallAt(l.mono)
+			e.PID, e.Comm = l.PID, l.Comm
 			if l.TaskMemcg != d.kernelPath {
 				// A child cgroup of the watched one; name its inode if it still exists.
 				rel := strings.TrimPrefix(l.TaskMemcg, filepath.Join("/", d.mountRoot))

@@ -32,8 +32,7 @@ func (s Source) String() string {
 // Event is one OOM kill.
 type Event struct {
 	// Time is the wall-clock time of the kill: the kernel's stamp for
-	// SourceBPF, the kmsg record's for a counter event that matched one,
-	// otherwise when the counter change was seen.
+	// SourceBPF, when the counter change was seen otherwise.
 	Time time.Time
 	// Kernel is the CLOCK_MONOTONIC time at which the kernel marked the
 	// victim (SourceBPF); 0 when unknown.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -46,7 +47,13 @@ func kernelVersion(t testing.TB) [2]int {
 // probe skips only below the documented minimum (or without kernel BTF).
 func newWatcher(t testing.TB, b Backend) *Watcher {
 	t.Helper()
-	w, err := New(Config{Backend: b, Poll: 500 * time.Millisecond})
+	return newWatcherConfig(t, Config{Backend: b, Poll: 500 * time.Millisecond})
+}
+
+func newWatcherConfig(t testing.TB, cfg Config) *Watcher {
+	t.Helper()
+	b := cfg.Backend
+	w, err := New(cfg)
 	if err != nil {
 		if b == BackendBPF && errors.Is(err, ErrUnavailable) {
 			v := kernelVersion(t)
@@ -131,11 +138,25 @@ func comm() string {
 // limit and checks that each backend reports it with the victim's pid and
 // the inode of its memory cgroup.
 func TestOOMKillSeen(t *testing.T) {
-	for _, b := range []Backend{BackendBPF, BackendCounters} {
-		t.Run(b.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"bpf", Config{Backend: BackendBPF}},
+		// The pre-6.8 path (pid argument, task from signal_generate),
+		// forced on this kernel: no kernel in the test matrix has the
+		// old tracepoint (Debian's 6.1 got the new one backported).
+		{"bpf-pid-path", Config{Backend: BackendBPF, forcePidPath: true}},
+		{"counters", Config{Backend: BackendCounters, Poll: 500 * time.Millisecond}},
+	} {
+		b := tc.cfg.Backend
+		t.Run(tc.name, func(t *testing.T) {
 			tier.Kernel(t)
-			w := newWatcher(t, b)
-			s, rel, mem := oomCgroup(t, "oom-"+b.String())
+			w := newWatcherConfig(t, tc.cfg)
+			if tc.cfg.forcePidPath && !strings.Contains(w.Reason(), "signal_generate") {
+				t.Errorf("Reason %q does not name the signal_generate path", w.Reason())
+			}
+			s, rel, mem := oomCgroup(t, "oom-"+tc.name)
 			if err := w.Watch(mem); err != nil {
 				t.Fatal(err)
 			}

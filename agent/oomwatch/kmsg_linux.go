@@ -22,7 +22,10 @@ type kmsgReader struct {
 
 type kmsgOOM struct {
 	oomKillLine
-	mono time.Duration
+	// read is when we read the line (CLOCK_MONOTONIC). The record's own
+	// stamp is local_clock, which can run tens of ms apart from
+	// CLOCK_MONOTONIC (seen in the qemu VM), so it is not used.
+	read time.Duration
 	used bool
 }
 
@@ -55,6 +58,7 @@ func (k *kmsgReader) drain() {
 		if err != nil || n <= 0 {
 			return // EAGAIN: nothing more now
 		}
+		read := monoNow()
 		r, err := parseKmsgRecord(k.buf[:n])
 		if err != nil {
 			continue
@@ -66,7 +70,7 @@ func (k *kmsgReader) drain() {
 		if len(k.recent) == kmsgKeep {
 			k.recent = append(k.recent[:0], k.recent[1:]...)
 		}
-		k.recent = append(k.recent, kmsgOOM{oomKillLine: l, mono: r.Mono})
+		k.recent = append(k.recent, kmsgOOM{oomKillLine: l, read: read})
 	}
 }
 
@@ -81,7 +85,7 @@ func (k *kmsgReader) take(kernelPath string, n int) []kmsgOOM {
 		if len(out) == n {
 			break
 		}
-		if l.used || now-l.mono > kmsgMaxAge {
+		if l.used || now-l.read > kmsgMaxAge {
 			continue
 		}
 		if l.TaskMemcg == kernelPath || strings.HasPrefix(l.TaskMemcg, strings.TrimSuffix(kernelPath, "/")+"/") {

@@ -31,6 +31,7 @@ const (
 	oomwatchMapKilled        = "killed"
 	oomwatchProgOnMarkVictim = "on_mark_victim"
 	oomwatchProgRememberKill = "remember_kill"
+	oomwatchVarForcePidPath  = "force_pid_path"
 )
 
 // loadOomwatch returns the embedded CollectionSpec for oomwatch.
@@ -91,6 +92,7 @@ type oomwatchMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type oomwatchVariableSpecs struct {
+	ForcePidPath *ebpf.VariableSpec `ebpf:"force_pid_path"`
 }
 
 // oomwatchObjects contains all objects after they have been loaded into the kernel.
@@ -128,6 +130,7 @@ func (m *oomwatchMaps) Close() error {
 //
 // It can be passed to loadOomwatchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type oomwatchVariables struct {
+	ForcePidPath *ebpf.Variable `ebpf:"force_pid_path"`
 }
 
 // oomwatchPrograms contains all programs after they have been loaded into the kernel.

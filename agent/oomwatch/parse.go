@@ -36,8 +36,8 @@ func truncate(b []byte) string {
 // "prio,seq,usec,flags[,...];message\n" plus optional " KEY=value" lines.
 type kmsgRecord struct {
 	Seq uint64
-	// Mono is the kernel's printk timestamp (local_clock, which tracks
-	// CLOCK_MONOTONIC closely on the hosts we run on).
+	// Mono is the kernel's printk timestamp (local_clock: close to, but
+	// not the same clock as, CLOCK_MONOTONIC).
 	Mono time.Duration
 	Msg  string
 }
@@ -81,7 +81,7 @@ const oomKillPrefix = "oom-kill:"
 
 // parseOOMKillLine parses msg; ok is false for any other message. Cgroup
 // paths and comm may contain commas, so the fields are cut at the known
-// keys, working from both ends.
+// keys: pid and uid from the end, the rest from the front.
 func parseOOMKillLine(msg string) (l oomKillLine, ok bool) {
 	rest, found := strings.CutPrefix(msg, oomKillPrefix)
 	if !found {
@@ -108,7 +108,9 @@ func parseOOMKillLine(msg string) (l oomKillLine, ok bool) {
 		return oomKillLine{}, false
 	}
 	mid := rest[im+len(",task_memcg=") : ip]
-	it := strings.LastIndex(mid, ",task=")
+	// The first ",task=": cgroup names come from the runtime, comm from the
+	// process itself, so a comm cannot move the cgroup boundary.
+	it := strings.Index(mid, ",task=")
 	if it < 0 {
 		return oomKillLine{}, false
 	}

@@ -60,6 +60,10 @@ type Config struct {
 	Logger *slog.Logger
 	// EventBuffer is the capacity of the Events channel (256 when zero).
 	EventBuffer int
+
+	// forcePidPath makes the BPF programs take the pre-6.8 path (pid
+	// argument plus signal_generate) on a newer kernel; tests only.
+	forcePidPath bool
 }
 
 // Watcher reports OOM kills on Events until Close.

@@ -51,9 +51,17 @@ static __always_inline void fill(struct event *e, struct task_struct *t)
 	e->cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
 }
 
+/* Set only by the Go tests, to run the pre-6.8 path on a newer kernel. */
+const volatile bool force_pid_path = false;
+
 static __always_inline bool victim_is_task(void)
 {
 	return bpf_core_field_exists(struct trace_event_raw_mark_victim, anon_rss);
+}
+
+static __always_inline bool use_task_arg(void)
+{
+	return victim_is_task() && !force_pid_path;
 }
 
 /* SEND_SIG_PRIV: the kernel's own "this signal comes from the kernel". */
@@ -65,7 +73,7 @@ int BPF_PROG(remember_kill, int sig, void *info, struct task_struct *t)
 	struct event e = {};
 	__u32 tid;
 
-	if (sig != SIGKILL || info != SEND_SIG_PRIV || victim_is_task())
+	if (sig != SIGKILL || info != SEND_SIG_PRIV || use_task_arg())
 		return 0;
 	fill(&e, t);
 	tid = e.tid;
@@ -81,10 +89,11 @@ int on_mark_victim(__u64 *ctx)
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e)
 		return 0;
-	if (victim_is_task()) {
+	if (use_task_arg()) {
 		fill(e, (struct task_struct *)ctx[0]);
 	} else {
-		__u32 tid = (__u32)ctx[0];
+		/* Before 6.8 the argument is the victim's pid (tsk->pid). */
+		__u32 tid = victim_is_task() ? BPF_CORE_READ((struct task_struct *)ctx[0], pid) : (__u32)ctx[0];
 		struct event *seen = bpf_map_lookup_elem(&killed, &tid);
 
 		if (seen) {
