@@ -87,7 +87,7 @@ func parseOOMKillLine(msg string) (l oomKillLine, ok bool) {
 	if !found {
 		return oomKillLine{}, false
 	}
-	c, _, found := strings.Cut(rest, ",")
+	c, _, _ := strings.Cut(rest, ",")
 	if l.Constraint, found = strings.CutPrefix(c, "constraint="); !found {
 		return oomKillLine{}, false
 	}

@@ -1,0 +1,88 @@
+//go:build linux
+
+package oomwatch
+
+import (
+	"errors"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	for _, cfg := range []Config{
+		{Poll: -time.Second},
+		{EventBuffer: -1},
+		{Backend: Backend(7)},
+		{ProcRoot: t.TempDir()}, // no self/mountinfo
+	} {
+		if w, err := New(cfg); err == nil {
+			w.Close()
+			t.Errorf("New(%+v) succeeded, want an error", cfg)
+		}
+	}
+}
+
+func TestWatchRejectsNonCgroups(t *testing.T) {
+	w, err := New(Config{Backend: BackendCounters, Kmsg: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, dir := range []string{t.TempDir(), filepath.Join(t.TempDir(), "missing"), "/proc"} {
+		if err := w.Watch(dir); !errors.Is(err, ErrNotCgroup) {
+			t.Errorf("Watch(%s) = %v, want ErrNotCgroup", dir, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, ok := <-w.Events(); ok {
+		t.Error("Events still open after Close")
+	}
+}
+
+func TestInode(t *testing.T) {
+	d := t.TempDir()
+	if ino, err := Inode(d); err != nil || ino == 0 {
+		t.Errorf("Inode(%s) = %d, %v", d, ino, err)
+	}
+	if _, err := Inode(filepath.Join(d, "missing")); !errors.Is(err, ErrNotCgroup) {
+		t.Errorf("missing dir: %v, want ErrNotCgroup", err)
+	}
+}
+
+func TestKmsgTake(t *testing.T) {
+	now := monoNow()
+	line := func(memcg string, pid int, age time.Duration, used bool) kmsgOOM {
+		return kmsgOOM{oomKillLine: oomKillLine{Constraint: "CONSTRAINT_MEMCG", TaskMemcg: memcg, Comm: "c", PID: pid}, read: now - age, used: used}
+	}
+	k := &kmsgReader{fd: -1, recent: []kmsgOOM{
+		line("/pod/a", 1, time.Minute, false), // too old
+		line("/pod/a", 2, 0, true),            // already matched
+		line("/podx/a", 3, 0, false),          // sibling with a common prefix
+		line("/pod", 4, 0, false),
+		line("/pod/a", 5, 0, false),
+		line("/pod/b", 6, 0, false),
+	}}
+	pids := func(ls []kmsgOOM) []int {
+		var out []int
+		for _, l := range ls {
+			out = append(out, l.PID)
+		}
+		return out
+	}
+	if got := pids(k.take("/pod", 2)); !reflect.DeepEqual(got, []int{4, 5}) {
+		t.Errorf("take(/pod, 2) = %v, want [4 5]", got)
+	}
+	if got := pids(k.take("/pod/", 5)); !reflect.DeepEqual(got, []int{6}) {
+		t.Errorf("second take = %v, want [6]: matched lines are used once", got)
+	}
+	if got := pids(k.take("/", 5)); !reflect.DeepEqual(got, []int{3}) {
+		t.Errorf("take(/) = %v, want [3]", got)
+	}
+}
