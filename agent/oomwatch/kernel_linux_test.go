@@ -147,7 +147,9 @@ func TestOOMKillSeen(t *testing.T) {
 		// forced on this kernel: no kernel in the test matrix has the
 		// old tracepoint (Debian's 6.1 got the new one backported).
 		{"bpf-pid-path", Config{Backend: BackendBPF, forcePidPath: true}},
-		{"counters", Config{Backend: BackendCounters, Poll: 500 * time.Millisecond}},
+		// No poll within the test: the kill must arrive through inotify
+		// (v2) or the eventfd (v1).
+		{"counters", Config{Backend: BackendCounters, Poll: time.Hour}},
 	} {
 		b := tc.cfg.Backend
 		t.Run(tc.name, func(t *testing.T) {
@@ -277,5 +279,67 @@ func BenchmarkKillToEvent(b *testing.B) {
 	b.ReportMetric(float64(ctrSum.Microseconds())/n, "counters-µs/kill")
 	if bpfSum > 0 {
 		b.ReportMetric(float64(ctrSum)/float64(bpfSum), "counters/bpf")
+	}
+}
+
+// TestAutoChoosesBPF: on a kernel that meets the BPF minimum, the probe
+// must pick BPF; below it, counters, with the reason naming the failure.
+func TestAutoChoosesBPF(t *testing.T) {
+	tier.Kernel(t)
+	w, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	t.Logf("auto: %v: %s", w.Backend(), w.Reason())
+	v := kernelVersion(t)
+	_, btfErr := os.Stat("/sys/kernel/btf/vmlinux")
+	meets := btfErr == nil && (v[0] > bpfMinimum[0] || v[0] == bpfMinimum[0] && v[1] >= bpfMinimum[1])
+	switch {
+	case meets && w.Backend() != BackendBPF:
+		t.Errorf("kernel %d.%d meets the BPF minimum but auto chose %v: %s", v[0], v[1], w.Backend(), w.Reason())
+	case !meets && (w.Backend() != BackendCounters || !strings.Contains(w.Reason(), "eBPF is unavailable")):
+		t.Errorf("below the BPF minimum: %v, %q", w.Backend(), w.Reason())
+	}
+}
+
+// TestRemovedCgroupIsDropped: a watched cgroup that disappears (container
+// gone) is forgotten without an event.
+func TestRemovedCgroupIsDropped(t *testing.T) {
+	tier.Kernel(t)
+	w := newWatcherConfig(t, Config{Backend: BackendCounters, Poll: 100 * time.Millisecond})
+	s := cgtest.New(t, "memory")
+	key := "memory"
+	if s.Unified {
+		key = cgtest.V2
+	}
+	dir := s.Mkdir("gone")[key]
+	if err := w.Watch(dir); err != nil {
+		t.Fatal(err)
+	}
+	for k, d := range s.Mkdir("gone") {
+		if err := syscall.Rmdir(d); err != nil {
+			t.Fatalf("rmdir %s (%s): %v", d, k, err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		w.mu.Lock()
+		_, still := w.dirs[dir]
+		w.mu.Unlock()
+		if !still {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still watched 5 s after rmdir", dir)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case e := <-w.Events():
+		if e.Dir == dir {
+			t.Errorf("event for a removed cgroup: %v", e)
+		}
+	default:
 	}
 }
