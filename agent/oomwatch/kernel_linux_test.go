@@ -343,3 +343,67 @@ func TestRemovedCgroupIsDropped(t *testing.T) {
 	default:
 	}
 }
+
+// TestPodAndContainer watches a pod cgroup (which has the limit) and its
+// container (where the hog runs). Every event must name the container's
+// memory cgroup and the hog; which watched levels report it depends on the
+// backend: BPF reports the victim's own cgroup once, v1 counters count
+// only in the victim's memcg, v2 memory.events counts in every ancestor.
+func TestPodAndContainer(t *testing.T) {
+	for _, b := range []Backend{BackendBPF, BackendCounters} {
+		t.Run(b.String(), func(t *testing.T) {
+			tier.Kernel(t)
+			w := newWatcherConfig(t, Config{Backend: b, Poll: time.Hour})
+			s := cgtest.New(t, "memory")
+			key, limitFile := "memory", "memory.limit_in_bytes"
+			if s.Unified {
+				key, limitFile = cgtest.V2, "memory.max"
+			}
+			pod, ctrs := s.MkdirPod("cgroupfs", "Burstable", "0f1e2d3c-oom", "ctr1")
+			podDir, ctrDir := s.Path(key, pod), s.Path(key, ctrs[0])
+			write(t, filepath.Join(podDir, limitFile), strconv.Itoa(limitMiB<<20))
+			for _, d := range []string{podDir, ctrDir} {
+				if err := w.Watch(d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctrIno, err := Inode(ctrDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := s.Start(ctrs[0], cgtest.Hog, hogMiB)
+			got := map[string]Event{}
+			first := waitKill(t, w, p.Pid, 30*time.Second)
+			got[first.Dir] = first
+			more := time.After(2 * time.Second)
+		collect:
+			for {
+				select {
+				case e := <-w.Events():
+					if e.PID == p.Pid {
+						got[e.Dir] = e
+					}
+				case <-more:
+					break collect
+				}
+			}
+			want := []string{ctrDir}
+			if b == BackendCounters && s.Unified {
+				want = []string{ctrDir, podDir}
+			}
+			for _, d := range want {
+				if _, ok := got[d]; !ok {
+					t.Errorf("no event for %s; got %v", d, got)
+				}
+			}
+			if len(got) != len(want) {
+				t.Errorf("events for %d directories, want %d (%v): %v", len(got), len(want), want, got)
+			}
+			for d, e := range got {
+				if e.PID != p.Pid || e.MemcgInode != ctrIno {
+					t.Errorf("event for %s: pid %d, memcg inode %d; want %d, %d", d, e.PID, e.MemcgInode, p.Pid, ctrIno)
+				}
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ package oomwatch
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,7 +27,11 @@ type kmsgOOM struct {
 	// stamp is local_clock, which can run tens of ms apart from
 	// CLOCK_MONOTONIC (seen in the qemu VM), so it is not used.
 	read time.Duration
-	used bool
+	// usedBy lists the watched cgroups (kernel paths) whose counter
+	// change this line already explained: on v2 one kill counts in the
+	// victim's cgroup and in every ancestor, so one line may explain a
+	// change in each watched level, but only one change per level.
+	usedBy []string
 }
 
 const (
@@ -74,8 +79,9 @@ func (k *kmsgReader) drain() {
 	}
 }
 
-// take returns up to n unused lines, oldest first, whose victim was in the
-// cgroup at kernelPath or below it, and marks them used.
+// take returns up to n lines not yet used for kernelPath, oldest first,
+// whose victim was in the cgroup at kernelPath or below it, and marks them
+// used for kernelPath.
 func (k *kmsgReader) take(kernelPath string, n int) []kmsgOOM {
 	k.drain()
 	now := monoNow()
@@ -85,11 +91,11 @@ func (k *kmsgReader) take(kernelPath string, n int) []kmsgOOM {
 		if len(out) == n {
 			break
 		}
-		if l.used || now-l.read > kmsgMaxAge {
+		if slices.Contains(l.usedBy, kernelPath) || now-l.read > kmsgMaxAge {
 			continue
 		}
 		if l.TaskMemcg == kernelPath || strings.HasPrefix(l.TaskMemcg, strings.TrimSuffix(kernelPath, "/")+"/") {
-			l.used = true
+			l.usedBy = append(l.usedBy, kernelPath)
 			out = append(out, *l)
 		}
 	}

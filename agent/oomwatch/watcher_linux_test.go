@@ -58,16 +58,16 @@ func TestInode(t *testing.T) {
 
 func TestKmsgTake(t *testing.T) {
 	now := monoNow()
-	line := func(memcg string, pid int, age time.Duration, used bool) kmsgOOM {
-		return kmsgOOM{oomKillLine: oomKillLine{Constraint: "CONSTRAINT_MEMCG", TaskMemcg: memcg, Comm: "c", PID: pid}, read: now - age, used: used}
+	line := func(memcg string, pid int, age time.Duration, usedBy ...string) kmsgOOM {
+		return kmsgOOM{oomKillLine: oomKillLine{Constraint: "CONSTRAINT_MEMCG", TaskMemcg: memcg, Comm: "c", PID: pid}, read: now - age, usedBy: usedBy}
 	}
 	k := &kmsgReader{fd: -1, recent: []kmsgOOM{
-		line("/pod/a", 1, time.Minute, false), // too old
-		line("/pod/a", 2, 0, true),            // already matched
-		line("/podx/a", 3, 0, false),          // sibling with a common prefix
-		line("/pod", 4, 0, false),
-		line("/pod/a", 5, 0, false),
-		line("/pod/b", 6, 0, false),
+		line("/pod/a", 1, time.Minute), // too old
+		line("/pod/a", 2, 0, "/pod"),   // already explained a change of /pod
+		line("/podx/a", 3, 0),          // sibling with a common prefix
+		line("/pod", 4, 0),
+		line("/pod/a", 5, 0),
+		line("/pod/b", 6, 0),
 	}}
 	pids := func(ls []kmsgOOM) []int {
 		var out []int
@@ -79,10 +79,15 @@ func TestKmsgTake(t *testing.T) {
 	if got := pids(k.take("/pod", 2)); !reflect.DeepEqual(got, []int{4, 5}) {
 		t.Errorf("take(/pod, 2) = %v, want [4 5]", got)
 	}
-	if got := pids(k.take("/pod/", 5)); !reflect.DeepEqual(got, []int{6}) {
-		t.Errorf("second take = %v, want [6]: matched lines are used once", got)
+	if got := pids(k.take("/pod", 5)); !reflect.DeepEqual(got, []int{6}) {
+		t.Errorf("second take = %v, want [6]: a line explains one change per cgroup", got)
 	}
-	if got := pids(k.take("/", 5)); !reflect.DeepEqual(got, []int{3}) {
-		t.Errorf("take(/) = %v, want [3]", got)
+	// The same kills also explain changes in other watched levels (v2
+	// counters are hierarchical).
+	if got := pids(k.take("/pod/a", 5)); !reflect.DeepEqual(got, []int{2, 5}) {
+		t.Errorf("take(/pod/a) = %v, want [2 5]", got)
+	}
+	if got := pids(k.take("/", 5)); !reflect.DeepEqual(got, []int{2, 3, 4, 5, 6}) {
+		t.Errorf("take(/) = %v, want [2 3 4 5 6]", got)
 	}
 }
