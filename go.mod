@@ -3,6 +3,7 @@ module github.com/cgpilot/cgpilot
 go 1.26.0
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/containerd/cgroups/v3 v3.1.3
 	github.com/opencontainers/cgroups v0.1.0
 	golang.org/x/sys v0.49.0
@@ -13,7 +14,6 @@ require (
 )
 
 require (
-	github.com/cilium/ebpf v0.22.0 // indirect
 	github.com/containerd/log v0.1.0 // indirect
 	github.com/coreos/go-systemd/v22 v22.6.0 // indirect
 	github.com/cyphar/filepath-securejoin v0.4.1 // indirect
