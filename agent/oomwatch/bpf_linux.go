@@ -108,9 +108,9 @@ func markVictimPassesTask(k *btf.Spec) (bool, error) {
 
 func (b *bpfBackend) describe() string {
 	if b.taskArg {
-		return "eBPF tp_btf/mark_victim (victim task argument, Linux 6.8+), ring buffer"
+		return "eBPF tp_btf/mark_victim (the kernel passes the victim task: Linux 6.8+ or a backport), ring buffer"
 	}
-	return "eBPF tp_btf/mark_victim (pid argument, before Linux 6.8) with tp_btf/signal_generate for the task, ring buffer"
+	return "eBPF tp_btf/mark_victim (the kernel passes only the pid, as before 6.8) with tp_btf/signal_generate for the task, ring buffer"
 }
 
 func (b *bpfBackend) run(w *Watcher) {

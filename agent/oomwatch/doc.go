@@ -9,7 +9,8 @@
 //     the node, with pid, comm, the inode of its memory cgroup and its
 //     cgroup2 id, through a ring buffer, within microseconds. It needs BTF
 //     and Linux 5.8 (ring buffer); neither tracefs nor kprobes nor fentry.
-//     Kernels before 6.8 pass only the pid to mark_victim; there a second
+//     Kernels before 6.8 (unless backported: Debian 6.1 has it) pass only
+//     the pid to mark_victim; there a second
 //     program on tp_btf/signal_generate supplies the task.
 //   - BackendCounters: without BPF, the oom_kill counters of the cgroup
 //     directories registered with Watch: v2 memory.events through inotify,
