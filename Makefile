@@ -9,7 +9,7 @@ CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cgpilot
 
 # Test packages per tier. A pattern whose directory holds no Go files yet is
 # skipped, so the targets work while the packages are being written.
-V2_PKGS ?= ./test/v2/... ./cgroup/...
+V2_PKGS ?= ./test/v2/... ./cgroup/... ./test/cgtest/... ./agent/oomwatch/...
 E2E_PKGS ?= ./test/e2e/... ./agent/...
 # make test-v2 PKG=./cgroup/... runs just that in the VM.
 PKG ?=
@@ -27,7 +27,7 @@ APT_PKGS := qemu-system-x86 cpio containerd runc busybox-static containernetwork
 
 present = $(strip $(foreach p,$(1),$(if $(shell find $(patsubst %/...,%,$(p)) -name '*.go' -print -quit 2>/dev/null),$(p))))
 
-.PHONY: help build test test-unit test-kernel test-v2 test-e2e bench lint fuzz deps demo demo-down
+.PHONY: help build test test-unit test-kernel test-v2 test-e2e bench lint fuzz generate deps demo demo-down
 
 help:
 	@echo "build       build cgpilot-agent and cgpilotctl into bin/"
@@ -38,6 +38,7 @@ help:
 	@echo "test-e2e    real etcd + kube-apiserver (+ kubelet/containerd as root): $(E2E_PKGS)"
 	@echo "bench       go test -bench over all packages"
 	@echo "fuzz        each FuzzXxx target for FUZZTIME=$(FUZZTIME)"
+	@echo "generate    regenerate the eBPF objects (clang-19, llvm-19, libbpf-dev) and fail if the committed ones differ"
 	@echo "lint        gofmt, go vet, staticcheck $(STATICCHECK_VERSION), hack/check-imports.sh"
 	@echo "deps        apt packages (as root), Kubernetes binaries, v2 VM kernel"
 	@echo "demo        (root) the agent DaemonSet on a local single-node cluster: exclusive and shared pools, shown live"
@@ -105,6 +106,13 @@ fuzz:
 	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) "$$pkg" || rc=1; \
 	done <<<"$$targets"; \
 	exit $$rc
+
+# The eBPF OOM watcher's object and Go bindings are committed, so building
+# needs no clang; this regenerates them and fails if they were stale.
+generate:
+	@command -v clang-19 >/dev/null || { echo "generate: clang-19 not found: apt-get install clang-19 llvm-19 libbpf-dev" >&2; exit 1; }
+	$(GO) generate ./agent/oomwatch
+	@git diff --exit-code -- agent/oomwatch || { echo "generate: committed BPF files were stale; commit the regenerated ones" >&2; exit 1; }
 
 # Every check runs, so one lint run lists all problems.
 lint: $(STATICCHECK)
