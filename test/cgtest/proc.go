@@ -65,9 +65,17 @@ func child(role string) int {
 			keep = append(keep, chunk)
 		}
 		fmt.Printf("allocated %d MiB\n", len(keep))
-		select {}
+		// Not select{}: in a static binary with nothing else to run the
+		// runtime calls that a deadlock and exits (seen in the v2 VM), and
+		// keep must stay live or the GC may hand its pages back.
+		for {
+			time.Sleep(time.Hour)
+			runtime.KeepAlive(keep)
+		}
 	case Sleep:
-		select {}
+		for {
+			time.Sleep(time.Hour)
+		}
 	}
 	return 5
 }
