@@ -25,6 +25,9 @@ var hwlocKnownDifferences = map[string]string{
 // NUMA nodes, cores and last-level-cache groups, as partitions of the PUs
 // hwloc shows, with hwloc's own expected output.
 func TestHwlocOracle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: unpacking every shared-data machine takes minutes on a busy host")
+	}
 	dir := tier.SharedData(t, "hwloc-linux-sysfs")
 	cases := hwlocCases(t, dir)
 	compared := 0
