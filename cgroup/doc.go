@@ -1,6 +1,34 @@
 // Package cgroup finds pod and container cgroups on cgroup v1, hybrid and v2
 // nodes, reads their usage cheaply and writes resources in a safe order.
 //
-// It never creates or deletes cgroups it does not own. It imports no k8s.io/*
-// package except k8s.io/utils/cpuset, and none of topology, recommend or agent.
+// The agent uses three things:
+//
+//   - Layout (layout.go): ReadMounts("/proc") detects the mode from
+//     mountinfo, NewLayout detects the kubelet driver (cgroupfs or systemd)
+//     from the kubepods cgroup on disk, and PodDirs / ContainerDirs turn
+//     (pod UID, QoS class, "containerd://<id>") into per-controller
+//     directories, with the naming of containerd, CRI-O and docker.
+//     LayoutConfig overrides detection for unusual nodes.
+//   - Reader (reader.go): OpenReader(dirs) holds the stat files open and
+//     Read fills a Stats (CPU, throttling, memory, working set, limit, OOM
+//     kills, PSI) with one pread per file and no allocation.
+//   - Writer (writer.go): Apply(Plan) sets cpuset, shares/weight, CFS quota
+//     and memory limits on a pod and its containers in the leveled order
+//     documented on Apply, after safety checks, with dry-run, an audit
+//     record per write, rollback on failure and Reassert for drift.
+//
+// file.go is the only file that opens cgroup files; it goes through
+// opencontainers/cgroups (openat2 confined to /sys/fs/cgroup, fstatfs check
+// elsewhere), so the host cgroupfs must be mounted at /sys/fs/cgroup. This
+// package never creates or deletes cgroups.
+//
+// Errors: every error wraps one sentinel of errors.go (ErrGone for a cgroup
+// that disappeared, ErrParse, ErrRefused, ErrWrite, ErrRead, ErrLayout,
+// ErrNotCgroupfs, ErrBadName, ErrUnsupported) and names the file and the
+// value; *FileError carries the errno, *Refusal the rule that refused. A
+// refused plan writes nothing; a plan the kernel rejects half-way is rolled
+// back.
+//
+// It imports no k8s.io/* package except k8s.io/utils/cpuset, and none of
+// topology, recommend or agent.
 package cgroup

@@ -1,5 +1,65 @@
-// Package recommend turns usage samples into resource recommendations with
-// exponential-bucket decaying histograms in the manner of the Kubernetes VPA.
+// Package recommend turns per-container usage samples into CPU and memory
+// recommendations (requests, limits, bounds) on the node, with
+// exponential-bucket decaying histograms in the manner of the Kubernetes
+// Vertical Pod Autoscaler.
 //
-// It imports no k8s.io/* package, and none of topology, cgroup or agent.
+// # Use
+//
+// The agent feeds samples (e.g. every 10 s) and OOM kills, and asks once per
+// decision step:
+//
+//	r, _ := recommend.New(policy)            // a Preset or a parsed Policy
+//	r.SetResources(id, current)              // requests/limits in force
+//	r.Add(id, recommend.Sample{...})         // cores since last sample, bytes now
+//	r.RecordOOM(id, recommend.OOMEvent{...}) // on every OOM kill
+//	rec, ok := r.Recommend(id, now)          // ok=false: too little history
+//	r.SaveCheckpoint(path, now) / r.LoadCheckpoint(path)
+//
+// Replay runs a recorded trace (ReadTrace) through a policy and, in the same
+// run, through the VPA-compatible control group, and scores both with the
+// definitions of the team's traces/README.md; `cgpilotctl replay` wraps it.
+//
+// # Engines and presets
+//
+// Engine "vpa" (preset "vpa") reproduces upstream VPA 1.8.1 operation for
+// operation: the same bucket layout (first bucket 0.01 core / 1e7 bytes,
+// ratio 1.05, 176 buckets, epsilon 1e-4), 24 h half-lives, CPU samples of
+// weight 0.1, memory as daily peaks, p90/p50/p95 with a 15 % margin,
+// confidence multipliers and the 25 m / 250 MiB pod minimum. The separate
+// module test/vpacompat proves the recommendations identical to upstream on
+// synthetic series and on every hourly boundary of the Bitbrains traces.
+//
+// Engine "cgpilot" (preset "cgpilot-balanced", the replay default) keeps one
+// decaying histogram per resource and sets the target to
+//
+//	max(Percentile, argmin_x E[(x − u)⁺] + ViolationCost·P(u > x)) / Saturation
+//
+// then clamps to [Min, Max], rounds up, limits the step and holds it inside a
+// hysteresis band. The second term is the newsvendor optimum when one sample
+// above the target costs as much as ViolationCost cores (bytes) of idle
+// reservation. A fixed percentile spends the same share of violations on
+// every container; the cost optimum spends them where headroom is expensive
+// (large, bursty containers) and keeps small ones generous, which is what
+// cluster-level slack and violation rates reward. Its constants were chosen
+// on the Bitbrains July and August 2013 traces (TestFrontier prints the
+// frontier); the same preset must be re-checked on other traces.
+//
+// OOM: the memory limit after a kill is
+// max(current limit, usage at kill) × (1 + OOMFactor)^(kills within
+// OOMWindow), capped by Memory.Max (OOMLimit), and the histogram takes VPA's
+// bump max(usage + 100 MiB, usage × 1.2) as a peak.
+//
+// # Errors
+//
+// Every error wraps one of the sentinels in errors.go (ErrTrace,
+// ErrCheckpoint, ErrInvalidPolicy, ...) with %w and names the file, line or
+// value. Bad input changes nothing: a rejected sample is not recorded, a
+// failed checkpoint load leaves the state as it was (typed
+// *CorruptCheckpointError or *VersionError, the file moved aside), a failed
+// histogram decode leaves the histogram as it was. Nothing panics on input.
+//
+// # Imports
+//
+// recommend imports no k8s.io/* package and none of topology, cgroup or
+// agent; it reads no /proc, /sys or cgroupfs.
 package recommend

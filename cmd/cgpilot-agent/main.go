@@ -1,14 +1,97 @@
-// Command cgpilot-agent is the cgpilot node agent (run as a DaemonSet).
+// Command cgpilot-agent is the cgpilot node agent (run as a DaemonSet, or as
+// a plain process on a host with --kubeconfig).
 //
-// It only turns flags into a configuration and calls the agent package.
+// It only turns flags and the config file into an agent.Config and calls
+// agent.Run.
 package main
 
 import (
+	"context"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
+
+	"github.com/cgpilot/cgpilot/agent"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "cgpilot-agent: not implemented yet")
-	os.Exit(1)
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("cgpilot-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	def := agent.DefaultConfig()
+	configFile := fs.String("config", "", "node configuration file (YAML or JSON; see agent.Config)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty = in-cluster service account")
+	nodeName := fs.String("node-name", "", "this node's name; default $NODE_NAME (downward API)")
+	healthAddr := fs.String("health-addr", def.HealthAddr, "listen address of /healthz, /readyz and /metrics (127.0.0.1 only in tests)")
+	socket := fs.String("socket", def.SocketPath, "local API unix socket (mode 0600)")
+	sysRoot := fs.String("path.sysfs", def.SysRoot, "sysfs mount point")
+	procRoot := fs.String("path.procfs", def.ProcRoot, "procfs mount point")
+	cgroupRoot := fs.String("cgroup-root", "", "cgroup mount point (overrides the config file)")
+	cgroupParent := fs.String("cgroup-parent", "", "kubepods cgroup path from each hierarchy root (overrides the config file)")
+	checkpoint := fs.String("checkpoint", "", "checkpoint file (overrides the config file)")
+	workers := fs.Int("workers", def.WorkerCount, "reconcile workers")
+	debug := fs.Bool("debug", false, "debug logging")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg := def
+	if *configFile != "" {
+		var err error
+		if cfg, err = agent.LoadConfigFile(*configFile); err != nil {
+			fmt.Fprintln(stderr, "cgpilot-agent:", err)
+			return 2
+		}
+	}
+	cfg.Kubeconfig, cfg.HealthAddr, cfg.SocketPath = *kubeconfig, *healthAddr, *socket
+	cfg.SysRoot, cfg.ProcRoot, cfg.WorkerCount = *sysRoot, *procRoot, *workers
+	cfg.NodeName = *nodeName
+	if cfg.NodeName == "" {
+		cfg.NodeName = os.Getenv("NODE_NAME")
+	}
+	for _, o := range []struct {
+		v   string
+		dst *string
+	}{{*cgroupRoot, &cfg.CgroupRoot}, {*cgroupParent, &cfg.CgroupParent}, {*checkpoint, &cfg.CheckpointPath}} {
+		if o.v != "" {
+			*o.dst = o.v
+		}
+	}
+	level := zapcore.InfoLevel
+	if *debug {
+		level = zapcore.DebugLevel
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(level)
+	zc.Sampling = nil
+	zc.DisableStacktrace = true
+	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	zl, err := zc.Build()
+	if err != nil {
+		fmt.Fprintln(stderr, "cgpilot-agent: logger:", err)
+		return 1
+	}
+	defer zl.Sync()
+	log := zapr.NewLogger(zl)
+	klog.SetLogger(log.WithName("client-go")) // client-go logs through the same zap core
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	if err := agent.Run(ctx, cfg, log); err != nil {
+		log.Error(err, "agent stopped", "after", time.Since(start).String())
+		return 1
+	}
+	return 0
 }

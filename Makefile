@@ -1,0 +1,153 @@
+# cgpilot Makefile. `make help` lists the targets; README.md explains the tiers.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := build
+
+GO ?= go
+CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cgpilot
+
+# Test packages per tier. A pattern whose directory holds no Go files yet is
+# skipped, so the targets work while the packages are being written.
+V2_PKGS ?= ./test/v2/... ./cgroup/... ./test/cgtest/... ./agent/oomwatch/...
+E2E_PKGS ?= ./test/e2e/... ./agent/...
+# make test-v2 PKG=./cgroup/... runs just that in the VM.
+PKG ?=
+# Extra go test flags, e.g. TESTFLAGS='-run TestX -v'.
+TESTFLAGS ?=
+E2E_TIMEOUT ?= 45m
+FUZZTIME ?= 20s
+BENCHFLAGS ?= -benchmem
+
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(CACHE_DIR)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+
+# Debian packages: the v2 VM (qemu, cpio), the node tier, and clang-19 so the
+# eBPF objects are checked against a regeneration (TestGeneratedUpToDate).
+APT_PKGS := qemu-system-x86 cpio containerd runc busybox-static containernetworking-plugins iproute2 iptables clang-19 llvm-19 libbpf-dev
+
+present = $(strip $(foreach p,$(1),$(if $(shell find $(patsubst %/...,%,$(p)) -name '*.go' -print -quit 2>/dev/null),$(p))))
+
+.PHONY: help build test test-unit test-kernel test-v2 test-e2e bench lint fuzz generate deps demo demo-down
+
+help:
+	@echo "build       build cgpilot-agent and cgpilotctl into bin/"
+	@echo "test        every test tier this machine supports: unit, kernel, v2, e2e"
+	@echo "test-unit   go vet + go test ./... (no root, no kernel, no cluster)"
+	@echo "test-kernel real cgroup writes on this host (root)"
+	@echo "test-v2     tests in a cgroup v2 qemu VM (PKG=./pkg/... to choose; default: $(V2_PKGS))"
+	@echo "test-e2e    real etcd + kube-apiserver (+ kubelet/containerd as root): $(E2E_PKGS)"
+	@echo "bench       go test -bench over all packages"
+	@echo "fuzz        each FuzzXxx target for FUZZTIME=$(FUZZTIME)"
+	@echo "generate    regenerate the eBPF objects (clang-19, llvm-19, libbpf-dev) and fail if the committed ones differ"
+	@echo "lint        gofmt, go vet, staticcheck $(STATICCHECK_VERSION), hack/check-imports.sh"
+	@echo "deps        apt packages (as root), Kubernetes binaries, v2 VM kernel"
+	@echo "demo        (root) the agent DaemonSet on a local single-node cluster: exclusive and shared pools, shown live"
+	@echo "demo-down   remove everything make demo started"
+
+build:
+	$(GO) build -trimpath -o bin/ ./cmd/...
+
+# Tiers run in order; one that cannot run here says why and is skipped, and
+# `make test` fails if any tier that ran failed.
+test:
+	@export V2_PRESENT="$(call present,$(V2_PKGS))" E2E_PRESENT="$(call present,$(E2E_PKGS))"; \
+	rc=0; summary=""; \
+	for t in unit kernel v2 e2e; do \
+	  if why=$$(hack/tier-check.sh $$t); then \
+	    echo "==> tier $$t"; \
+	    if $(MAKE) --no-print-directory test-$$t; then r=PASS; else r=FAIL; rc=1; fi; \
+	  else \
+	    r="skipped: $$why"; echo "==> tier $$t $$r"; \
+	  fi; \
+	  summary+=$$(printf '  %-7s %s' "$$t" "$$r")$$'\n'; \
+	done; \
+	echo "==> make test summary"; printf '%s' "$$summary"; \
+	[ $$rc = 0 ] && echo "make test: PASS" || echo "make test: FAIL"; exit $$rc
+
+# test/vpacompat is its own module (it imports upstream VPA, which the main
+# module must not carry): it proves the VPA mode equals VPA 1.8.1.
+test-unit:
+	$(GO) vet ./...
+	$(GO) test $(TESTFLAGS) ./...
+	cd test/vpacompat && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
+
+# All packages, one at a time: kernel tests share the host's cgroups.
+# -count=1 because the results depend on the kernel, which go test cannot hash.
+test-kernel:
+	@if ! why=$$(hack/tier-check.sh kernel); then echo "test-kernel: $$why" >&2; exit 1; fi
+	CGPILOT_TEST_KERNEL=1 $(GO) test -count=1 -p 1 $(TESTFLAGS) ./...
+
+test-v2:
+	@pkgs="$(or $(PKG),$(call present,$(V2_PKGS)))"; \
+	if [ -z "$$pkgs" ]; then echo "test-v2: none of $(V2_PKGS) exist on this branch: nothing to run"; exit 0; fi; \
+	echo "test/v2vm/run.sh $$pkgs $(TESTFLAGS)"; \
+	test/v2vm/run.sh $$pkgs $(TESTFLAGS)
+
+test-e2e:
+	@pkgs="$(call present,$(E2E_PKGS))"; \
+	if [ -z "$$pkgs" ]; then echo "test-e2e: none of $(E2E_PKGS) exist on this branch: nothing to run"; exit 0; fi; \
+	bins=$$(test/k8sbins/build.sh) || { echo "test-e2e: building the Kubernetes binaries failed (see above)" >&2; exit 1; }; \
+	node=0; \
+	if why=$$(hack/tier-check.sh node); then node=1; else echo "test-e2e: node tier off: $$why"; fi; \
+	echo "CGPILOT_K8S_BINS=$$bins CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=$$node go test -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) $$pkgs"; \
+	CGPILOT_K8S_BINS=$$bins CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=$$node \
+	  $(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) $$pkgs
+
+bench:
+	$(GO) test -run '^$$' -bench . $(BENCHFLAGS) ./...
+
+# Fuzz targets are found with `go test -list`, so a new FuzzXxx needs no edit here.
+fuzz:
+	@targets=$$($(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ { n[++c] = $$1; next } /^ok / { for (i = 1; i <= c; i++) print $$2 " " n[i]; c = 0 }'); \
+	if [ -z "$$targets" ]; then echo "fuzz: no FuzzXxx targets yet"; exit 0; fi; \
+	rc=0; \
+	while read -r pkg fn; do \
+	  echo "==> $$pkg $$fn ($(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) "$$pkg" || rc=1; \
+	done <<<"$$targets"; \
+	exit $$rc
+
+# The eBPF OOM watcher's object and Go bindings are committed, so building
+# needs no clang; this regenerates them and fails if they were stale.
+generate:
+	@command -v clang-19 >/dev/null || { echo "generate: clang-19 not found: apt-get install clang-19 llvm-19 libbpf-dev" >&2; exit 1; }
+	$(GO) generate ./agent/oomwatch
+	@git diff --exit-code -- agent/oomwatch || { echo "generate: committed BPF files were stale; commit the regenerated ones" >&2; exit 1; }
+
+# Every check runs, so one lint run lists all problems.
+lint: $(STATICCHECK)
+	@rc=0; \
+	files=$$(find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -not -path './bin/*' -not -path './_output/*'); \
+	echo "gofmt -l"; unformatted=$$(gofmt -l $$files); \
+	if [ -n "$$unformatted" ]; then echo "gofmt: run gofmt -w on:"; echo "$$unformatted"; rc=1; fi; \
+	echo "go vet ./..."; $(GO) vet ./... || rc=1; \
+	echo "staticcheck ./..."; $(STATICCHECK) ./... || rc=1; \
+	echo "hack/check-imports.sh"; hack/check-imports.sh || rc=1; \
+	[ $$rc = 0 ] && echo "lint: ok" || echo "lint: FAIL"; exit $$rc
+
+$(STATICCHECK):
+	GOBIN=$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+# Installs only what is missing. The Kubernetes binaries and the VM kernel are
+# cached under $(CACHE_DIR) and rebuilt/re-fetched only when their pins change.
+deps:
+	@command -v dpkg-query >/dev/null || { echo "deps: dpkg-query not found: make deps needs Debian (or install $(APT_PKGS) yourself)" >&2; exit 1; }
+	@missing=$$(for p in $(APT_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed$$' || echo $$p; done | xargs); \
+	if [ -z "$$missing" ]; then echo "deps: apt packages present"; \
+	elif [ "$$(id -u)" != 0 ]; then echo "deps: missing apt packages: $$missing; run make deps as root" >&2; exit 1; \
+	else \
+	  echo "deps: apt-get install $$missing"; \
+	  apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing </dev/null; \
+	fi
+	@echo "deps: Kubernetes binaries in $$(test/k8sbins/build.sh)"
+	@echo "deps: v2 VM kernel $$(test/v2vm/kernel.sh)"
+
+# The agent on the test bed's single-node cluster, deployed as the DaemonSet
+# of deploy/ from a locally built image; the cluster stays up until demo-down.
+demo:
+	CGPILOT_K8S_BINS=$$(test/k8sbins/build.sh) $(GO) run ./test/cmd/demo up
+
+demo-down:
+	$(GO) run ./test/cmd/demo down

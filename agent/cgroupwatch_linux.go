@@ -1,0 +1,128 @@
+//go:build linux
+
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// watchCgroups catches containers whose cgroup appears after the pod
+// update: inotify on the QoS dirs (new pod dirs) and on every pod dir (new
+// container dirs) of the cpuset hierarchy. Each creation queues the pod, so
+// the regular reconcile writes the new cgroup. The periodic sweep is the
+// backstop for anything inotify misses (queue overflow, a watch added late).
+func (c *controller) watchCgroups(ctx context.Context, cg cgroupBackend) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	qos := map[string]bool{}
+	for _, q := range cg.QoSPaths() {
+		dir := cg.CPUSetDir(q)
+		qos[dir] = true
+		if err := w.Add(dir); err != nil {
+			if os.IsNotExist(err) {
+				continue // e.g. no besteffort dir yet on this layout
+			}
+			w.Close()
+			return err
+		}
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if _, ok := podDirUID(e.Name()); e.IsDir() && ok {
+				_ = w.Add(filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	go func() {
+		defer w.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				c.log.Error(err, "cgroup watch; the sweep covers missed events")
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if !ev.Has(fsnotify.Create) {
+					continue
+				}
+				at := time.Now()
+				parent, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
+				podUID, isPod := podDirUID(base)
+				parentUID, inPod := podDirUID(filepath.Base(parent))
+				switch {
+				case qos[parent] && isPod:
+					_ = w.Add(ev.Name)
+					// A container made before the watch was added has no
+					// event of its own: count it as late from now.
+					late := false
+					if entries, err := os.ReadDir(ev.Name); err == nil {
+						for _, e := range entries {
+							late = late || e.IsDir()
+						}
+					}
+					c.enqueueUID(podUID, at, late)
+				case qos[filepath.Dir(parent)] && inPod:
+					c.enqueueUID(parentUID, at, true)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// podDirUID returns the pod UID of a pod cgroup directory name, for the
+// cgroupfs driver ("pod<uid>") and the systemd one
+// ("kubepods-burstable-pod<uid_with_underscores>.slice").
+func podDirUID(name string) (string, bool) {
+	if uid, ok := strings.CutPrefix(name, "pod"); ok && uid != "" && !strings.Contains(uid, ".") {
+		return uid, true
+	}
+	if !strings.HasSuffix(name, ".slice") {
+		return "", false
+	}
+	i := strings.LastIndex(name, "-pod")
+	if i < 0 {
+		return "", false
+	}
+	uid := strings.TrimSuffix(name[i+len("-pod"):], ".slice")
+	if uid == "" || strings.ContainsAny(uid, "-.") {
+		return "", false
+	}
+	return strings.ReplaceAll(uid, "_", "-"), true
+}
+
+// enqueueUID queues the pod with this UID; late marks a new container cgroup
+// (timed by the late-container histogram).
+func (c *controller) enqueueUID(uid string, at time.Time, late bool) {
+	objs, _ := c.indexer.ByIndex(uidIndex, uid)
+	if len(objs) != 1 {
+		return // pod not known yet: its informer event will queue it
+	}
+	p, ok := objs[0].(*corev1.Pod)
+	if !ok {
+		return
+	}
+	key := p.Namespace + "/" + p.Name
+	if late {
+		c.mu.Lock()
+		if _, pending := c.late[key]; !pending {
+			c.late[key] = at
+		}
+		c.mu.Unlock()
+	}
+	c.enqueue(key, at)
+}

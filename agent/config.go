@@ -1,0 +1,193 @@
+//go:build linux
+
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/utils/cpuset"
+	"sigs.k8s.io/yaml"
+)
+
+// ErrInvalidConfig is wrapped by every configuration error.
+var ErrInvalidConfig = errors.New("invalid cgpilot config")
+
+// Config is the agent's configuration: the node configuration file
+// (YAML or JSON, strict) plus what flags and the environment add.
+type Config struct {
+	// ReservedCPUs are never given to pods (system daemons run there).
+	ReservedCPUs string `json:"reservedCPUs,omitempty"`
+	// ExclusiveCap is the largest fraction of the allocatable CPUs
+	// (all − reserved) that exclusive pods may hold together. Default 2/3.
+	ExclusiveCap *float64 `json:"exclusiveCap,omitempty"`
+	// OvercommitRatio enables the sellable rule when > 0: exclusive CPUs
+	// are at most min(allocatable − 2 × largest shared pod,
+	// (allocatable − CPUs sold to shared pods) / OvercommitRatio).
+	OvercommitRatio float64 `json:"overcommitRatio,omitempty"`
+	// ManagedNamespaces limits the agent to these namespaces; empty = all.
+	ManagedNamespaces []string `json:"managedNamespaces,omitempty"`
+	// IgnoredNamespaces are never touched. Default: kube-system.
+	IgnoredNamespaces []string `json:"ignoredNamespaces,omitempty"`
+
+	// CheckpointPath is the host file holding the exclusive allocations.
+	CheckpointPath string `json:"checkpointPath,omitempty"`
+	// KubeletCPUManagerState is the kubelet's cpu_manager_state file;
+	// a missing file means no static assignments.
+	KubeletCPUManagerState string `json:"kubeletCPUManagerState,omitempty"`
+	// CgroupRoot is where the v1 hierarchies (or the v2 tree) are mounted.
+	CgroupRoot string `json:"cgroupRoot,omitempty"`
+	// CgroupParent is the kubepods cgroup as a path from each hierarchy's
+	// root (cgroupfs driver: "/kubepods"). Tests point it at their own parent.
+	CgroupParent string `json:"cgroupParent,omitempty"`
+	// SweepInterval is the backstop for missed cgroup creations and drift.
+	SweepInterval Duration `json:"sweepInterval,omitempty"`
+	// CPUs overrides the node's online CPUs (tests on a small machine);
+	// empty = read from the cpuset root.
+	CPUs string `json:"cpus,omitempty"`
+
+	// Set by flags and the environment, not by the file.
+	NodeName     string        `json:"-"`
+	Kubeconfig   string        `json:"-"`
+	HealthAddr   string        `json:"-"` // 127.0.0.1:port for /healthz, /readyz, /metrics
+	SocketPath   string        `json:"-"` // local API, mode 0600
+	SysRoot      string        `json:"-"` // for topology discovery
+	ProcRoot     string        `json:"-"`
+	WorkerCount  int           `json:"-"`
+	ResyncPeriod time.Duration `json:"-"`
+}
+
+// Duration reads "10s"-style strings in the config file.
+type Duration struct{ time.Duration }
+
+func (d Duration) MarshalJSON() ([]byte, error) { return []byte(`"` + d.String() + `"`), nil }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return fmt.Errorf("duration %s: want a quoted string like \"10s\"", b)
+	}
+	v, err := time.ParseDuration(string(b[1 : len(b)-1]))
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// DefaultConfig returns the production defaults.
+func DefaultConfig() Config {
+	capFraction := 2.0 / 3.0
+	return Config{
+		ExclusiveCap:           &capFraction,
+		IgnoredNamespaces:      []string{"kube-system"},
+		CheckpointPath:         "/var/lib/cgpilot/cpu_pools.checkpoint",
+		KubeletCPUManagerState: "/var/lib/kubelet/cpu_manager_state",
+		CgroupRoot:             "/sys/fs/cgroup",
+		CgroupParent:           "/kubepods",
+		SweepInterval:          Duration{10 * time.Second},
+		HealthAddr:             "127.0.0.1:9464",
+		SocketPath:             "/run/cgpilot/agent.sock",
+		SysRoot:                "/sys",
+		ProcRoot:               "/proc",
+		WorkerCount:            2,
+	}
+}
+
+// LoadConfigFile applies a config file over DefaultConfig. Unknown fields
+// are errors, so a typo never silently falls back to a default.
+func LoadConfigFile(path string) (Config, error) {
+	c := DefaultConfig()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, path, err)
+	}
+	if err := yaml.UnmarshalStrict(b, &c); err != nil {
+		return Config{}, fmt.Errorf("%w: %s: %v", ErrInvalidConfig, path, err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Validate checks every field; the error names the field and the value.
+func (c Config) Validate() error {
+	bad := func(field string, v any, why string) error {
+		return fmt.Errorf("%w: %s=%v: %s", ErrInvalidConfig, field, v, why)
+	}
+	if _, err := ParseCPUList(c.ReservedCPUs); err != nil {
+		return bad("reservedCPUs", c.ReservedCPUs, "want a cpu list like 0-1,8 ("+strings.TrimPrefix(err.Error(), ErrInvalidAnnotation.Error()+": ")+")")
+	}
+	if c.CPUs != "" {
+		all, err := ParseCPUList(c.CPUs)
+		if err != nil || all.IsEmpty() {
+			return bad("cpus", c.CPUs, "want a non-empty cpu list")
+		}
+		if r, _ := ParseCPUList(c.ReservedCPUs); !r.IsSubsetOf(all) || r.Equals(all) {
+			return bad("reservedCPUs", c.ReservedCPUs, "must be a strict subset of cpus "+c.CPUs)
+		}
+	}
+	if c.ExclusiveCap == nil || !(*c.ExclusiveCap >= 0 && *c.ExclusiveCap <= 1) {
+		return bad("exclusiveCap", ptrString(c.ExclusiveCap), "want a fraction in [0, 1]")
+	}
+	if !(c.OvercommitRatio == 0 || (c.OvercommitRatio >= 1 && c.OvercommitRatio <= 100)) {
+		return bad("overcommitRatio", c.OvercommitRatio, "want 0 (off) or a ratio in [1, 100]")
+	}
+	for _, f := range []struct{ name, v string }{
+		{"checkpointPath", c.CheckpointPath}, {"cgroupRoot", c.CgroupRoot},
+	} {
+		if !filepath.IsAbs(f.v) {
+			return bad(f.name, f.v, "want an absolute path")
+		}
+	}
+	if c.KubeletCPUManagerState != "" && !filepath.IsAbs(c.KubeletCPUManagerState) {
+		return bad("kubeletCPUManagerState", c.KubeletCPUManagerState, "want an absolute path or empty")
+	}
+	if !filepath.IsAbs(c.CgroupParent) || filepath.Clean(c.CgroupParent) != c.CgroupParent || c.CgroupParent == "/" {
+		return bad("cgroupParent", c.CgroupParent, "want a clean absolute path from each hierarchy's root, not /")
+	}
+	if c.SweepInterval.Duration < 100*time.Millisecond || c.SweepInterval.Duration > time.Hour {
+		return bad("sweepInterval", c.SweepInterval.Duration, "want 100ms to 1h")
+	}
+	for _, ns := range append(append([]string{}, c.ManagedNamespaces...), c.IgnoredNamespaces...) {
+		if ns == "" {
+			return bad("namespaces", `""`, "empty namespace name")
+		}
+	}
+	return nil
+}
+
+func ptrString(f *float64) string {
+	if f == nil {
+		return "<unset>"
+	}
+	return fmt.Sprint(*f)
+}
+
+// reserved returns the parsed reserved set (Validate has checked it).
+func (c Config) reserved() cpuset.CPUSet {
+	r, _ := ParseCPUList(c.ReservedCPUs)
+	return r
+}
+
+// manages reports whether pods of namespace ns are the agent's business.
+func (c Config) manages(ns string) bool {
+	for _, n := range c.IgnoredNamespaces {
+		if n == ns {
+			return false
+		}
+	}
+	if len(c.ManagedNamespaces) == 0 {
+		return true
+	}
+	for _, n := range c.ManagedNamespaces {
+		if n == ns {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,430 @@
+//go:build linux
+
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cgpilot/cgpilot/test/harness"
+	"github.com/cgpilot/cgpilot/test/tier"
+)
+
+const testNode = "cgpilot-node"
+
+// bed is a real API server plus a kubelet-style cgroup tree on this host:
+// the test plays the kubelet (creates pods' cgroups with real processes),
+// the agent under test does the rest.
+type bed struct {
+	*kubeletTree
+	cp *harness.ControlPlane
+	cs kubernetes.Interface
+}
+
+func newBed(t testing.TB) *bed {
+	t.Helper()
+	bins := tier.E2E(t)
+	k := newKubeletTree(t)
+	cp := harness.MustStart(t, bins, harness.Options{})
+	cs := cp.Client
+	_, err := cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.cfg.NodeName = testNode
+	k.cfg.HealthAddr = ""
+	k.cfg.SocketPath = filepath.Join(t.TempDir(), "agent.sock")
+	return &bed{kubeletTree: k, cp: cp, cs: cs}
+}
+
+// startAgent runs the agent in this process until the test ends.
+func (b *bed) startAgent(t testing.TB) *controller {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	c, err := newController(ctx, b.cfg, b.cs, testLoggerTB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	return c
+}
+
+// createPod creates a pod bound to the test node and, playing the kubelet,
+// its cgroups with one busy process per container.
+func (b *bed) createPod(t testing.TB, name string, qos QoSClass, ann map[string]string, containers ...string) (*corev1.Pod, string, []int) {
+	t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: ann},
+		Spec:       corev1.PodSpec{NodeName: testNode},
+	}
+	for _, c := range containers {
+		ctr := corev1.Container{Name: c, Image: "busybox"}
+		switch qos {
+		case QoSGuaranteed:
+			r := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+			ctr.Resources = corev1.ResourceRequirements{Requests: r, Limits: r}
+		case QoSBurstable:
+			ctr.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+		}
+		p.Spec.Containers = append(p.Spec.Containers, ctr)
+	}
+	created, err := b.cs.CoreV1().Pods("default").Create(context.Background(), p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, pids := b.pod(string(created.UID), qos, containers...)
+	return created, rel, pids
+}
+
+// eventually polls cond until it holds or 20 s pass (the machine is
+// shared and busy; the latency itself is measured by the benchmarks).
+func eventually(t testing.TB, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s: not reached in 20s; last: %s", what, last)
+}
+
+func (b *bed) status(t testing.TB, name string) (Status, map[string]string) {
+	t.Helper()
+	p, err := b.cs.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := ParseStatus(p.Annotations[AnnotationStatus])
+	return s, p.Annotations
+}
+
+func (b *bed) podEvents(t testing.TB, name string) []corev1.Event {
+	t.Helper()
+	evs, err := b.cs.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs.Items
+}
+
+func hasEvent(evs []corev1.Event, reason string) bool {
+	for _, e := range evs {
+		if e.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
+
+// TestE2EExclusiveSharedLifecycle: on the real API server, an exclusive pod
+// gets its core (cgroup, task affinity, status and allocated-cpus
+// annotations, Event, Node annotations), the shared pods' containers move
+// off it, and deleting the pod gives the core back.
+func TestE2EExclusiveSharedLifecycle(t *testing.T) {
+	b := newBed(t)
+	_, sRel, sPIDs := b.createPod(t, "web", QoSBurstable, nil, "app", "sidecar")
+	b.cfg.HealthAddr = freeAddr(t)
+	c := b.startAgent(t)
+	all := mustSet(t, b.cfg.CPUs)
+	eventually(t, "shared pod status", func() (bool, string) {
+		s, _ := b.status(t, "web")
+		return s.State == StateShared, fmt.Sprintf("%+v", s)
+	})
+	db, dbRel, dbPIDs := b.createPod(t, "db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+	var excl string
+	eventually(t, "exclusive allocation", func() (bool, string) {
+		s, ann := b.status(t, "db")
+		excl = ann[AnnotationAllocatedCPUs]
+		return s.State == StateAllocated && excl != "" && s.CPUs == excl && b.cpus(dbRel+"/postgres") == excl, fmt.Sprintf("%+v %v", s, ann)
+	})
+	shared := all.Difference(mustSet(t, excl)).String()
+	eventually(t, "shared containers off the exclusive core", func() (bool, string) {
+		got := b.cpus(sRel+"/app") + " " + b.cpus(sRel+"/sidecar")
+		return got == shared+" "+shared, got
+	})
+	if got := allowed(t, dbPIDs[0]); got != excl {
+		t.Fatalf("exclusive task may run on %s, want %s", got, excl)
+	}
+	for _, pid := range sPIDs {
+		if got := allowed(t, pid); got != shared {
+			t.Fatalf("shared task may run on %s, want %s", got, shared)
+		}
+	}
+	if q := b.quota(dbRel + "/postgres"); q != "-1" {
+		t.Fatalf("exclusive container quota %s, want -1", q)
+	}
+	eventually(t, "node annotations", func() (bool, string) {
+		n, _ := b.cs.CoreV1().Nodes().Get(context.Background(), testNode, metav1.GetOptions{})
+		var sum NodeSummary
+		_ = json.Unmarshal([]byte(n.Annotations[AnnotationPoolSummary]), &sum)
+		return n.Annotations[AnnotationSharedPool] == shared && sum.Exclusive == excl && sum.ExclusivePods == 1, fmt.Sprint(n.Annotations)
+	})
+	eventually(t, "allocation Event", func() (bool, string) { return hasEvent(b.podEvents(t, "db"), "CPUsAllocated"), "" })
+
+	// The local API serves the same picture (what cgpilotctl prints).
+	var pools PoolsView
+	getAPI(t, b.cfg.SocketPath, "/v1/pools", &pools)
+	if pools.SharedPool != shared || len(pools.Assignments) != 1 || pools.Assignments[0].Name != "db" {
+		t.Fatalf("API pools: %+v", pools)
+	}
+	var ex ExplainView
+	getAPI(t, b.cfg.SocketPath, "/v1/explain?pod=default/db", &ex)
+	if ex.State != string(StateAllocated) || ex.CPUs != excl || len(ex.Cgroups) != 2 || ex.Cgroups[1].CPUs != excl {
+		t.Fatalf("API explain: %+v", ex)
+	}
+
+	// Drift: someone (a kubelet, a person) widens a shared pod's cpuset
+	// to every CPU; the sweep (1 s here) sets it back, with an Event and a
+	// count.
+	if err := os.WriteFile(filepath.Join(b.sb.Path("cpuset", sRel), "cpuset.cpus"), []byte(all.String()), 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "drift corrected", func() (bool, string) {
+		got := b.cpus(sRel)
+		return got == shared && hasEvent(b.podEvents(t, "web"), "DriftCorrected"), got
+	})
+
+	// Health, readiness and metrics.
+	for path, want := range map[string][]string{
+		"/healthz": {"ok"}, "/readyz": {"ok"},
+		"/metrics": {`cgpilot_allocations_total{action="allocated"} 1`, `cgpilot_pool_cpus{pool="exclusive"} 1`,
+			`cgpilot_pool_cpus{pool="shared"} ` + fmt.Sprint(mustSet(t, shared).Size()), "cgpilot_apply_latency_seconds_count", "cgpilot_cgroup_writes_total", "cgpilot_drift_corrections_total 1"},
+	} {
+		body := httpGet(t, "http://"+b.cfg.HealthAddr+path)
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				t.Fatalf("%s lacks %q:\n%s", path, w, body)
+			}
+		}
+	}
+
+	// Delete: the core goes back to the shared pods.
+	if err := b.cs.CoreV1().Pods("default").Delete(context.Background(), "db", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "core given back", func() (bool, string) {
+		got := b.cpus(sRel + "/app")
+		return got == all.String() && len(c.pools.State().Assignments()) == 0, got
+	})
+	if got := allowed(t, sPIDs[0]); got != all.String() {
+		t.Fatalf("shared task may run on %s after release, want %s", got, all)
+	}
+	cp, err := readCheckpoint(b.cfg.CheckpointPath)
+	if err != nil || len(cp) != 0 {
+		t.Fatalf("checkpoint after release: %v, %v", cp, err)
+	}
+	_ = db
+}
+
+func freeAddr(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func httpGet(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func getAPI(t testing.TB, socket, path string, v any) {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+	}}}
+	st, err := os.Stat(socket)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("socket %s: mode %v, %v; want 0600", socket, st.Mode(), err)
+	}
+	resp, err := c.Get("http://agent" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestE2EBadInput: each bad annotation gives a Refused status with the
+// reason and a Warning Event, and nothing else changes: the exclusive pod
+// keeps its core, the shared pods their cpuset, the checkpoint its bytes.
+func TestE2EBadInput(t *testing.T) {
+	b := newBed(t)
+	_, sRel, _ := b.createPod(t, "web", QoSBurstable, nil, "app")
+	b.startAgent(t)
+	b.createPod(t, "db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+	var excl string
+	eventually(t, "exclusive allocation", func() (bool, string) {
+		s, ann := b.status(t, "db")
+		excl = ann[AnnotationAllocatedCPUs]
+		return s.State == StateAllocated, fmt.Sprintf("%+v", s)
+	})
+	sharedBefore := b.cpus(sRel + "/app")
+	eventually(t, "shared settled", func() (bool, string) {
+		sharedBefore = b.cpus(sRel + "/app")
+		return !mustSet(t, sharedBefore).Contains(mustSet(t, excl).List()[0]), sharedBefore
+	})
+	cpBefore, err := os.ReadFile(b.cfg.CheckpointPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := mustSet(t, b.cfg.CPUs).Size()
+	for i, tc := range []struct {
+		ann    map[string]string
+		reason string
+	}{
+		{map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "abc"}, "InvalidAnnotation"},
+		{map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "-1"}, "InvalidAnnotation"},
+		{map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: fmt.Sprint(n + 1)}, "TooManyCPUs"},
+		{map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUSet: excl}, "CPUsTaken"},
+		{map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "CapExceeded"},
+		{map[string]string{AnnotationCPUPool: "turbo"}, "InvalidAnnotation"},
+	} {
+		name := fmt.Sprintf("bad-%d", i)
+		_, rel, _ := b.createPod(t, name, QoSBurstable, tc.ann, "app")
+		eventually(t, name+" refused", func() (bool, string) {
+			s, _ := b.status(t, name)
+			return s.State == StateRefused && s.Reason == tc.reason && s.Error != "", fmt.Sprintf("%+v", s)
+		})
+		eventually(t, name+" warning Event", func() (bool, string) { return hasEvent(b.podEvents(t, name), "CPUPoolRefused"), "" })
+		if got := b.cpus(sRel + "/app"); got != sharedBefore {
+			t.Fatalf("%s: shared pod moved to %s", name, got)
+		}
+		if _, ann := b.status(t, "db"); ann[AnnotationAllocatedCPUs] != excl {
+			t.Fatalf("%s: exclusive pod changed to %s", name, ann[AnnotationAllocatedCPUs])
+		}
+		if after, _ := os.ReadFile(b.cfg.CheckpointPath); string(after) != string(cpBefore) {
+			t.Fatalf("%s: checkpoint changed", name)
+		}
+		_ = rel
+	}
+	// An explicit set on the reserved CPUs needs a reserved CPU: covered by
+	// the policy tables (this 2-CPU machine runs with none reserved).
+}
+
+// TestE2EKubeletStaticCoexistence: CPUs the kubelet's static CPU manager
+// assigned are taken (out of the shared pool, never given to an exclusive
+// pod) and its pod is never touched.
+func TestE2EKubeletStaticCoexistence(t *testing.T) {
+	b := newBed(t)
+	all := mustSet(t, b.cfg.CPUs)
+	staticCPU := all.List()[all.Size()-1]
+	static, sRel, _ := b.createPod(t, "static", QoSGuaranteed, nil, "app")
+	if err := os.WriteFile(filepath.Join(b.sb.Path("cpuset", sRel+"/app"), "cpuset.cpus"), []byte(fmt.Sprint(staticCPU)), 0); err != nil {
+		t.Fatal(err)
+	}
+	state := fmt.Sprintf(`{"policyName":"static","defaultCpuSet":%q,"entries":{%q:{"app":"%d"}},"checksum":1}`,
+		all.Difference(mustSet(t, fmt.Sprint(staticCPU))).String(), static.UID, staticCPU)
+	b.cfg.KubeletCPUManagerState = filepath.Join(t.TempDir(), "cpu_manager_state")
+	if err := os.WriteFile(b.cfg.KubeletCPUManagerState, []byte(state), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, wRel, _ := b.createPod(t, "web", QoSBurstable, nil, "app")
+	b.startAgent(t)
+	rest := all.Difference(mustSet(t, fmt.Sprint(staticCPU))).String()
+	eventually(t, "shared pool without the kubelet's CPU", func() (bool, string) {
+		got := b.cpus(wRel + "/app")
+		return got == rest, got
+	})
+	// An exclusive request for the kubelet's CPU is refused.
+	b.createPod(t, "grab", QoSBurstable, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUSet: fmt.Sprint(staticCPU)}, "app")
+	eventually(t, "explicit kubelet CPU refused", func() (bool, string) {
+		s, _ := b.status(t, "grab")
+		return s.State == StateRefused && s.Reason == "CPUsTaken", fmt.Sprintf("%+v", s)
+	})
+	// The static pod is untouched: no status, its cpuset as the kubelet set it.
+	if s, ann := b.status(t, "static"); s.State != "" || ann[AnnotationStatus] != "" {
+		t.Fatalf("static pod got a status: %v", ann)
+	}
+	if got := b.cpus(sRel + "/app"); got != fmt.Sprint(staticCPU) {
+		t.Fatalf("static pod's container moved to %s", got)
+	}
+}
+
+// TestE2EReservedCPUs: reserved CPUs are in no pod's cpuset and can be
+// asked for by no exclusive pod.
+func TestE2EReservedCPUs(t *testing.T) {
+	b := newBed(t)
+	all := mustSet(t, b.cfg.CPUs)
+	reserved := all.List()[0]
+	b.cfg.ReservedCPUs = fmt.Sprint(reserved)
+	rest := all.Difference(mustSet(t, b.cfg.ReservedCPUs)).String()
+	_, wRel, pids := b.createPod(t, "web", QoSBurstable, nil, "app")
+	b.startAgent(t)
+	eventually(t, "shared pool without the reserved CPU", func() (bool, string) {
+		got := b.cpus(wRel + "/app")
+		return got == rest, got
+	})
+	if got := allowed(t, pids[0]); got != rest {
+		t.Fatalf("shared task may run on %s, want %s", got, rest)
+	}
+	b.createPod(t, "grab", QoSBurstable, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUSet: fmt.Sprint(reserved)}, "app")
+	eventually(t, "explicit reserved CPU refused", func() (bool, string) {
+		s, _ := b.status(t, "grab")
+		return s.State == StateRefused && s.Reason == "ReservedOverlap", fmt.Sprintf("%+v", s)
+	})
+	if got := b.cpus(wRel + "/app"); got != rest {
+		t.Fatalf("refusal moved the shared pod to %s", got)
+	}
+}
+
+// TestE2ELateContainerByInotify: with the sweep an hour away, a container
+// cgroup created after the pod was set up (empty cpuset, as v1 makes it)
+// gets the pod's cpuset from the inotify path alone.
+func TestE2ELateContainerByInotify(t *testing.T) {
+	b := newBed(t)
+	b.cfg.SweepInterval = Duration{time.Hour}
+	b.startAgent(t)
+	_, rel, _ := b.createPod(t, "db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+	var excl string
+	eventually(t, "allocated", func() (bool, string) {
+		_, ann := b.status(t, "db")
+		excl = ann[AnnotationAllocatedCPUs]
+		return excl != "" && b.cpus(rel+"/postgres") == excl, excl
+	})
+	late := b.sb.Path("cpuset", rel+"/late")
+	if err := os.Mkdir(late, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(late) }) // before the sandbox's own cleanup
+	eventually(t, "late container pinned", func() (bool, string) {
+		got := b.cpus(rel + "/late")
+		return got == excl, got
+	})
+}

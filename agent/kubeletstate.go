@@ -1,0 +1,71 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"k8s.io/utils/cpuset"
+)
+
+// ErrKubeletState is wrapped when the kubelet's cpu_manager_state cannot be
+// used; the agent then keeps the last good view.
+var ErrKubeletState = errors.New("kubelet cpu_manager_state unusable")
+
+// kubeletStatic is what the kubelet's static CPU manager holds: CPUs the
+// pools must treat as taken, and pods the agent must never touch.
+type kubeletStatic struct {
+	Policy string
+	Taken  cpuset.CPUSet
+	Pods   map[string]bool // pod UIDs with a static assignment
+}
+
+// readKubeletState reads the kubelet's cpu_manager_state checkpoint (v2
+// format: entries[podUID][container] = "LIST"). A missing file, or the
+// "none" policy, means nothing is taken.
+func readKubeletState(path string) (kubeletStatic, error) {
+	empty := kubeletStatic{Taken: cpuset.New(), Pods: map[string]bool{}}
+	if path == "" {
+		return empty, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return empty, nil
+	}
+	if err != nil {
+		return empty, fmt.Errorf("%w: %s: %v", ErrKubeletState, path, err)
+	}
+	return parseKubeletState(path, b)
+}
+
+func parseKubeletState(path string, b []byte) (kubeletStatic, error) {
+	var f struct {
+		PolicyName    string                       `json:"policyName"`
+		DefaultCPUSet string                       `json:"defaultCpuSet"`
+		Entries       map[string]map[string]string `json:"entries"`
+		Checksum      uint64                       `json:"checksum"`
+	}
+	out := kubeletStatic{Taken: cpuset.New(), Pods: map[string]bool{}}
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&f); err != nil {
+		return out, fmt.Errorf("%w: %s: %v", ErrKubeletState, path, err)
+	}
+	out.Policy = f.PolicyName
+	if f.PolicyName != "static" {
+		return out, nil
+	}
+	taken := cpuset.New()
+	for uid, containers := range f.Entries {
+		for name, list := range containers {
+			set, err := ParseCPUList(list)
+			if err != nil {
+				return kubeletStatic{Taken: cpuset.New(), Pods: map[string]bool{}}, fmt.Errorf("%w: %s: pod %s container %s: %v", ErrKubeletState, path, uid, name, err)
+			}
+			taken = taken.Union(set)
+			out.Pods[uid] = true
+		}
+	}
+	out.Taken = taken
+	return out, nil
+}

@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the agent's Prometheus series, all prefixed cgpilot_.
+type metrics struct {
+	reg          *prometheus.Registry
+	poolCPUs     *prometheus.GaugeVec
+	exclPods     prometheus.Gauge
+	allocations  *prometheus.CounterVec
+	refusals     *prometheus.CounterVec
+	applyLatency prometheus.Histogram
+	lateLatency  prometheus.Histogram
+	writes       prometheus.Counter
+	writeErrors  prometheus.Counter
+	drift        prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	buckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		poolCPUs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "cgpilot_pool_cpus",
+			Help: "CPUs per pool: shared, exclusive, reserved, kubelet_static."}, []string{"pool"}),
+		exclPods: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cgpilot_exclusive_pods", Help: "Pods holding exclusive CPUs."}),
+		allocations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_allocations_total",
+			Help: "Exclusive allocation changes by action: allocated, resized, released."}, []string{"action"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_refusals_total",
+			Help: "Refused pool requests by reason."}, []string{"reason"}),
+		applyLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cgpilot_apply_latency_seconds",
+			Help: "From a pod change seen by the informer to its cgroups written.", Buckets: buckets}),
+		lateLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cgpilot_late_container_seconds",
+			Help: "From a new container cgroup seen by inotify to its cpuset written.", Buckets: buckets}),
+		writes:      prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_cgroup_writes_total", Help: "cpuset.cpus files written."}),
+		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_cgroup_write_errors_total", Help: "Failed cgroup writes."}),
+		drift: prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_drift_corrections_total",
+			Help: "Cgroups found changed behind the agent's back and set again."}),
+	}
+	m.reg.MustRegister(m.poolCPUs, m.exclPods, m.allocations, m.refusals, m.applyLatency, m.lateLatency, m.writes, m.writeErrors, m.drift,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observe(s PoolReader, res syncResult, since time.Time, timed bool) {
+	m.poolCPUs.WithLabelValues("shared").Set(float64(s.SharedPool().Size()))
+	m.poolCPUs.WithLabelValues("exclusive").Set(float64(s.Exclusive().Size()))
+	m.poolCPUs.WithLabelValues("reserved").Set(float64(s.Reserved().Size()))
+	m.poolCPUs.WithLabelValues("kubelet_static").Set(float64(s.KubeletTaken().Size()))
+	m.exclPods.Set(float64(len(s.Assignments())))
+	for _, ev := range res.Events {
+		switch ev.Reason {
+		case "CPUsAllocated":
+			m.allocations.WithLabelValues("allocated").Inc()
+		case "CPUsResized":
+			m.allocations.WithLabelValues("resized").Inc()
+		case "Released":
+			m.allocations.WithLabelValues("released").Inc()
+		}
+	}
+	if res.Refusal != "" {
+		m.refusals.WithLabelValues(res.Refusal).Inc()
+	}
+	m.writes.Add(float64(res.Written))
+	m.writeErrors.Add(float64(len(res.Failed)))
+	m.drift.Add(float64(res.Drift))
+	if timed && res.Written > 0 {
+		m.applyLatency.Observe(time.Since(since).Seconds())
+	}
+}

@@ -1,0 +1,133 @@
+//go:build linux
+
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/cgpilot/cgpilot/test/harness"
+	"github.com/cgpilot/cgpilot/test/images"
+	"github.com/cgpilot/cgpilot/test/tier"
+)
+
+func nodePod(name, node string, cpu string, guaranteed bool, ann map[string]string) *corev1.Pod {
+	r := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Mi")},
+	}
+	if guaranteed {
+		r.Requests = r.Limits
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: ann},
+		Spec: corev1.PodSpec{
+			NodeName: node, AutomountServiceAccountToken: new(bool), TerminationGracePeriodSeconds: new(int64),
+			Containers: []corev1.Container{{Name: "c", Image: images.BusyboxRef, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"sh", "-c", "exec sleep 3600"}, Resources: r}},
+		},
+	}
+}
+
+// TestNodeExclusivePool runs the agent against a real kubelet + containerd
+// node: the exclusive pod's container (created by runc) gets its core and
+// no quota, the shared pod's container moves off it, and deleting the
+// exclusive pod gives the core back.
+func TestNodeExclusivePool(t *testing.T) {
+	bins := tier.Node(t)
+	cp := harness.MustStart(t, bins, harness.Options{Controllers: true})
+	n := harness.MustStartNode(t, cp, harness.NodeOptions{})
+	cs := cp.Client
+	ctx := context.Background()
+
+	cfg := DefaultConfig()
+	cfg.NodeName = n.Name()
+	cfg.CheckpointPath = filepath.Join(t.TempDir(), "cpu_pools.checkpoint")
+	cfg.KubeletCPUManagerState = ""
+	cfg.HealthAddr = ""
+	cfg.SocketPath = filepath.Join(t.TempDir(), "agent.sock")
+	actx, cancel := context.WithCancel(ctx)
+	c, err := newController(actx, cfg, cs, testLoggerTB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.run(actx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+	all := c.pools.State().All()
+	if all.Size() < 2 {
+		t.Skip("node tier: needs 2 CPUs")
+	}
+
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, nodePod("web", n.Name(), "500m", false, nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, nodePod("db", n.Name(), "1", true, map[string]string{AnnotationCPUPool: "exclusive"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctrCPUs := func(name string) (string, string) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].ContainerID == "" {
+			return "", "no container yet"
+		}
+		rel, err := c.pools.cg.PodPath(string(p.UID), qosClass(p))
+		if err != nil {
+			return "", err.Error()
+		}
+		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+		set, err := c.pools.cg.ReadCPUs(rel + "/" + id)
+		if err != nil {
+			return "", err.Error()
+		}
+		return set.String(), rel + "/" + id
+	}
+	var excl string
+	eventually(t, "exclusive container pinned", func() (bool, string) {
+		_, ann := statusOf(t, cs, "db")
+		excl = ann[AnnotationAllocatedCPUs]
+		got, where := ctrCPUs("db")
+		return excl != "" && got == excl, fmt.Sprintf("allocated %q, container %q (%s)", excl, got, where)
+	})
+	shared := all.Difference(mustSet(t, excl)).String()
+	eventually(t, "shared container moved off", func() (bool, string) {
+		got, where := ctrCPUs("web")
+		return got == shared, got + " " + where
+	})
+	_, where := ctrCPUs("db")
+	quota := filepath.Join(strings.Replace(c.pools.cg.CPUSetDir(where), "/cpuset/", "/cpu/", 1), "cpu.cfs_quota_us")
+	if b, err := os.ReadFile(quota); err != nil || strings.TrimSpace(string(b)) != "-1" {
+		t.Fatalf("%s = %q, %v; want -1", quota, b, err)
+	}
+	if err := cs.CoreV1().Pods("default").Delete(ctx, "db", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "core given back", func() (bool, string) {
+		got, where := ctrCPUs("web")
+		return got == all.String(), got + " " + where
+	})
+	t.Logf("node %s: exclusive %s, shared %s, all %s", n.Name(), excl, shared, all)
+}
+
+func statusOf(t testing.TB, cs kubernetes.Interface, name string) (Status, map[string]string) {
+	t.Helper()
+	p, err := cs.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return Status{}, nil
+	}
+	s, _ := ParseStatus(p.Annotations[AnnotationStatus])
+	return s, p.Annotations
+}

@@ -1,0 +1,361 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"k8s.io/utils/cpuset"
+)
+
+// podInfo is what the pool manager needs of a pod, extracted by reconcile
+// so that pools.go knows no Kubernetes types.
+type podInfo struct {
+	Key        string // namespace/name
+	UID        string
+	Namespace  string
+	Name       string
+	Generation int64
+	QoS        QoSClass
+	Req        PodRequest
+	ReqErr     error // annotation parse error (the pod is refused)
+	// DemandCPUs is the CPU limit (else request) of the app containers,
+	// rounded up to whole CPUs; 0 when the pod sets neither.
+	DemandCPUs int
+	// Untouched: ignored namespace, cpu-pool none, kubelet static
+	// assignment, or a terminal phase. The agent writes nothing for it.
+	Untouched     bool
+	KubeletStatic bool
+	// CPULimitsMilli are the containers' CPU limits by pod-status container
+	// ID (0 = no limit), to restore the kubelet's quotas when the pod
+	// leaves the exclusive pool.
+	CPULimitsMilli map[string]int64
+}
+
+// podEvent is a Kubernetes Event the reconciler emits for a pod.
+type podEvent struct {
+	Warning bool
+	Reason  string
+	Message string
+}
+
+// syncResult is what applying one pod's change did.
+type syncResult struct {
+	Status        *Status // nil: write no status (untouched pods)
+	AllocatedCPUs string  // "" when not exclusive
+	Events        []podEvent
+	SharedChanged bool
+	SharedPool    cpuset.CPUSet
+	Written       int
+	Drift         int              // cgroups found off their applied value and rewritten
+	DriftUIDs     map[string]int   // the same, by pod UID
+	Failed        map[string]error // write failures by pod UID (this pod or others)
+	Refusal       string           // reason, when refused
+}
+
+// Pools runs the exclusive and shared CPU pools: it asks the policy for
+// exclusive sets, keeps the state, and turns the result into leveled
+// cgroup writes. One mutex serialises decisions and writes, so two pods
+// never race for the same CPU.
+type Pools struct {
+	mu     sync.Mutex
+	state  PoolState
+	policy policy
+	cg     cgroupBackend
+	// applied is the last target written per pod UID: a difference found
+	// in the cgroup while the target is unchanged is drift.
+	applied map[string]cpuset.CPUSet
+	// sharedApplied is the shared pool last pushed to every shared pod.
+	sharedApplied *cpuset.CPUSet
+	// known are the cgroup paths the agent has set before.
+	known map[string]bool
+	// unlimited are the pods whose CFS quota the agent removed; their
+	// quota is restored when they leave the exclusive pool.
+	unlimited map[string]bool
+	// topologySource says where the allocator's topology came from.
+	topologySource string
+}
+
+func newPools(s PoolState, p policy, cg cgroupBackend) *Pools {
+	return &Pools{state: s, policy: p, cg: cg, applied: map[string]cpuset.CPUSet{}, known: map[string]bool{}, unlimited: map[string]bool{}}
+}
+
+// State returns the read side of the pool state.
+func (m *Pools) State() PoolReader { return m.state }
+
+// target is the cpuset a managed pod's cgroups must have, and whether the
+// pod is exclusive (its own cores, no CFS quota).
+func (m *Pools) target(p podInfo) (cpuset.CPUSet, bool) {
+	a, ok := m.state.Assignment(p.UID)
+	if !ok {
+		return m.state.SharedPool(), false
+	}
+	if a.ReleaseIsolation {
+		return m.state.All().Difference(m.state.Reserved()).Difference(m.state.KubeletTaken()), true
+	}
+	return a.CPUs, true
+}
+
+// Sync decides the pod's pool and applies it. all lists every pod of the
+// node (for the shared-pool refresh). It is idempotent.
+func (m *Pools) Sync(p podInfo, all func() []podInfo) syncResult {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var res syncResult
+	before := m.state.SharedPool()
+	prev, had := m.state.Assignment(p.UID)
+
+	release := func(why string) {
+		if !had {
+			return
+		}
+		if err := m.policy.Release(m.state, p.UID); err != nil {
+			res.Failed = map[string]error{p.UID: err}
+			return
+		}
+		res.Events = append(res.Events, podEvent{Reason: "Released", Message: fmt.Sprintf("released exclusive cpus %s: %s", prev.CPUs, why)})
+	}
+
+	switch {
+	case p.Untouched:
+		release("pod is no longer managed")
+	case p.ReqErr != nil:
+		res.Refusal = Reason(p.ReqErr)
+		res.Status = &Status{Pool: p.Req.Pool, State: StateRefused, Reason: res.Refusal, Error: p.ReqErr.Error(), ObservedGeneration: p.Generation}
+		res.Events = append(res.Events, podEvent{Warning: true, Reason: "CPUPoolRefused", Message: p.ReqErr.Error() + "; nothing changed"})
+	case p.Req.Pool == PoolExclusive:
+		m.syncExclusive(p, prev, had, &res)
+	default:
+		release("pod moved to the shared pool")
+		res.Status = &Status{Pool: PoolShared, State: StateShared, ObservedGeneration: p.Generation}
+	}
+	if res.Failed != nil {
+		return res
+	}
+
+	after := m.state.SharedPool()
+	res.SharedPool = after
+	res.SharedChanged = !before.Equals(after) || m.sharedApplied == nil || !m.sharedApplied.Equals(after)
+	pods := []podInfo{p}
+	if res.SharedChanged && all != nil {
+		pods = all()
+	}
+	w := m.apply(pods, p.UID, &res)
+	res.Written = w
+	if res.SharedChanged && len(res.Failed) == 0 {
+		m.sharedApplied = &after
+	}
+	if a, ok := m.state.Assignment(p.UID); ok && res.Status != nil && res.Status.Pool == PoolExclusive && res.Status.State != StateRefused {
+		res.AllocatedCPUs = a.CPUs.String()
+	}
+	if err, ok := res.Failed[p.UID]; ok && res.Status != nil {
+		res.Status.State, res.Status.Reason, res.Status.Error = StateFailed, "CgroupWriteFailed", err.Error()
+		res.Events = append(res.Events, podEvent{Warning: true, Reason: "CgroupWriteFailed", Message: err.Error()})
+	}
+	return res
+}
+
+func (m *Pools) syncExclusive(p podInfo, prev Assignment, had bool, res *syncResult) {
+	n := p.DemandCPUs
+	if p.Req.CPUs != nil {
+		n = *p.Req.CPUs
+	}
+	if p.Req.CPUSet != nil {
+		n = p.Req.CPUSet.Size()
+	}
+	refuse := func(err error) {
+		res.Refusal = Reason(err)
+		st := Status{Pool: PoolExclusive, State: StateRefused, Reason: res.Refusal, Error: err.Error(), ObservedGeneration: p.Generation}
+		msg := err.Error() + "; nothing changed"
+		if had {
+			st.CPUs = prev.CPUs.String()
+			msg = err.Error() + "; keeps cpus " + prev.CPUs.String()
+		}
+		res.Status = &st
+		res.Events = append(res.Events, podEvent{Warning: true, Reason: "CPUPoolRefused", Message: msg})
+	}
+	if n == 0 {
+		refuse(ErrNoCPUDemand)
+		return
+	}
+	got, err := m.policy.Allocate(m.state, exclusiveRequest{
+		UID: p.UID, Namespace: p.Namespace, Name: p.Name, CPUs: n, CPUSet: p.Req.CPUSet,
+		Opts:             AllocOptions{Policy: p.Req.CPUPolicy, NUMA: p.Req.NUMA, IOQueues: p.Req.IOQueues},
+		ReleaseIsolation: p.Req.ReleaseIsolation,
+	})
+	if err != nil {
+		if errors.Is(err, ErrRefused) {
+			refuse(err)
+			return
+		}
+		res.Failed = map[string]error{p.UID: err}
+		res.Status = &Status{Pool: PoolExclusive, State: StateFailed, Reason: Reason(err), Error: err.Error(), ObservedGeneration: p.Generation}
+		return
+	}
+	state := StateAllocated
+	if p.Req.ReleaseIsolation {
+		state = StateReleased
+	}
+	res.Status = &Status{Pool: PoolExclusive, CPUs: got.String(), State: state, ObservedGeneration: p.Generation}
+	switch {
+	case !had:
+		res.Events = append(res.Events, podEvent{Reason: "CPUsAllocated", Message: fmt.Sprintf("exclusive cpus %s", got)})
+	case !prev.CPUs.Equals(got):
+		res.Events = append(res.Events, podEvent{Reason: "CPUsResized", Message: fmt.Sprintf("exclusive cpus %s -> %s", prev.CPUs, got)})
+	}
+	if had && prev.ReleaseIsolation != p.Req.ReleaseIsolation {
+		msg := "isolation restored: back on exclusive cpus " + got.String()
+		if p.Req.ReleaseIsolation {
+			msg = "isolation released: running on all non-reserved cpus, keeps " + got.String()
+		}
+		res.Events = append(res.Events, podEvent{Reason: "IsolationChanged", Message: msg})
+	}
+}
+
+// Forget releases a deleted pod's CPUs and refreshes the shared pool.
+func (m *Pools) Forget(uid string, all func() []podInfo) syncResult {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var res syncResult
+	a, had := m.state.Assignment(uid)
+	delete(m.applied, uid)
+	delete(m.unlimited, uid)
+	for p := range m.known {
+		if strings.Contains(p, "pod"+uid) || strings.Contains(p, "pod"+strings.ReplaceAll(uid, "-", "_")) {
+			delete(m.known, p)
+		}
+	}
+	if !had {
+		return res
+	}
+	if err := m.policy.Release(m.state, uid); err != nil {
+		res.Failed = map[string]error{uid: err}
+		return res
+	}
+	res.Events = append(res.Events, podEvent{Reason: "Released", Message: fmt.Sprintf("pod deleted: released exclusive cpus %s", a.CPUs)})
+	after := m.state.SharedPool()
+	res.SharedChanged, res.SharedPool = true, after
+	res.Written = m.apply(all(), "", &res)
+	if len(res.Failed) == 0 {
+		m.sharedApplied = &after
+	}
+	return res
+}
+
+// Sweep re-applies every pod's target: the backstop for missed cgroup
+// creations and for drift (a rewrite while the target is unchanged).
+func (m *Pools) Sweep(all []podInfo) syncResult {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var res syncResult
+	res.SharedPool = m.state.SharedPool()
+	res.Written = m.apply(all, "", &res)
+	return res
+}
+
+// apply writes the targets of pods (untouched ones skipped): first the QoS
+// parents are widened to cover every target, then each pod and its
+// containers in leveled order. One pod's failure does not stop the others.
+func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
+	fail := func(uid string, err error) {
+		if res.Failed == nil {
+			res.Failed = map[string]error{}
+		}
+		res.Failed[uid] = errors.Join(res.Failed[uid], err)
+	}
+	var plans []podCgroupPlan
+	union := cpuset.New()
+	for _, p := range pods {
+		if p.Untouched {
+			continue
+		}
+		want, excl := m.target(p)
+		pp, err := m.cg.PodPath(p.UID, p.QoS)
+		if err != nil {
+			fail(p.UID, fmt.Errorf("%w: pod %s: %v", ErrCgroupWrite, p.Key, err))
+			continue
+		}
+		children, _ := m.cg.Children(pp) // missing pod dir: not created yet
+		plan := podCgroupPlan{UID: p.UID, Path: pp, Containers: children, CPUs: want, UnlimitedQuota: excl}
+		if !excl && m.unlimited[p.UID] {
+			plan.RestoreQuota = m.kubeletQuota(p)
+		}
+		plans = append(plans, plan)
+		union = union.Union(want)
+	}
+	total := 0
+	if !union.IsEmpty() {
+		for _, q := range m.cg.QoSPaths() {
+			n, err := m.cg.WidenCPUs(q, union)
+			total += n
+			if err != nil && trigger != "" {
+				fail(trigger, err) // reported on the pod that caused the batch
+			}
+		}
+	}
+	sort.Slice(plans, func(i, j int) bool { return plans[i].Path < plans[j].Path })
+	for _, pl := range plans {
+		written, err := m.cg.ApplyPod(pl)
+		total += len(written)
+		if err != nil {
+			fail(pl.UID, err)
+		}
+		// Drift: a cgroup we had already set, rewritten although the pod's
+		// target did not change (a new container's first write is not drift).
+		prev, seen := m.applied[pl.UID]
+		for _, w := range written {
+			dir := w
+			if strings.HasPrefix(filepath.Base(w), "cpu") {
+				dir = filepath.Dir(w)
+			}
+			if seen && prev.Equals(pl.CPUs) && m.known[dir] {
+				res.Drift++
+				if res.DriftUIDs == nil {
+					res.DriftUIDs = map[string]int{}
+				}
+				res.DriftUIDs[pl.UID]++
+			}
+		}
+		if err == nil {
+			if pl.UnlimitedQuota {
+				m.unlimited[pl.UID] = true
+			} else if pl.RestoreQuota != nil {
+				delete(m.unlimited, pl.UID)
+			}
+			m.applied[pl.UID] = pl.CPUs
+			m.known[m.cg.CPUSetDir(pl.Path)] = true
+			for _, c := range pl.Containers {
+				m.known[m.cg.CPUSetDir(c)] = true
+			}
+		}
+	}
+	return total
+}
+
+// kubeletQuota is the quota the kubelet sets from the pod's limits: each
+// container limit × period, the pod the sum when every container has a
+// limit, else unlimited.
+func (m *Pools) kubeletQuota(p podInfo) *quotaSpec {
+	q := &quotaSpec{Pod: 0, Containers: map[string]int64{}}
+	for id, milli := range p.CPULimitsMilli {
+		path, err := m.cg.ContainerPath(p.UID, p.QoS, id)
+		if err != nil {
+			continue
+		}
+		if milli <= 0 {
+			q.Containers[path], q.Pod = -1, -1
+			continue
+		}
+		q.Containers[path] = milli * 100 // period 100000 µs: quota = millicores × 100
+		if q.Pod >= 0 {
+			q.Pod += milli * 100
+		}
+	}
+	if len(p.CPULimitsMilli) == 0 {
+		q.Pod = -1
+	}
+	return q
+}

@@ -1,0 +1,320 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"testing"
+
+	"k8s.io/utils/cpuset"
+)
+
+// fakeCgroups is an in-memory cgroupBackend recording what it is asked to
+// write; the real order and kernel rules are tested on real cgroups in
+// kernel_test.go.
+type fakeCgroups struct {
+	cpus    map[string]cpuset.CPUSet // existing cgroups
+	quota   map[string]string        // cpu.cfs_quota_us as set
+	failOn  string                   // ApplyPod fails for this pod path
+	applied []podCgroupPlan
+}
+
+func newFakeCgroups() *fakeCgroups {
+	f := &fakeCgroups{cpus: map[string]cpuset.CPUSet{}, quota: map[string]string{}}
+	for _, q := range f.QoSPaths() {
+		f.cpus[q] = cpuset.New(0)
+	}
+	return f
+}
+
+func (f *fakeCgroups) addPod(uid string, qos QoSClass, containers ...string) {
+	p, _ := f.PodPath(uid, qos)
+	f.cpus[p] = cpuset.New()
+	for _, c := range containers {
+		f.cpus[path.Join(p, c)] = cpuset.New()
+	}
+}
+
+func (f *fakeCgroups) PodPath(uid string, qos QoSClass) (string, error) {
+	if qos == QoSGuaranteed {
+		return "/kubepods/pod" + uid, nil
+	}
+	return "/kubepods/" + strings.ToLower(string(qos)) + "/pod" + uid, nil
+}
+func (f *fakeCgroups) ContainerPath(uid string, qos QoSClass, id string) (string, error) {
+	p, _ := f.PodPath(uid, qos)
+	return path.Join(p, strings.TrimPrefix(id, "containerd://")), nil
+}
+func (f *fakeCgroups) QoSPaths() []string {
+	return []string{"/kubepods", "/kubepods/burstable", "/kubepods/besteffort"}
+}
+func (f *fakeCgroups) CPUSetDir(p string) string { return "/cpuset" + p }
+func (f *fakeCgroups) Children(p string) ([]string, error) {
+	if _, ok := f.cpus[p]; !ok {
+		return nil, os.ErrNotExist
+	}
+	var out []string
+	for c := range f.cpus {
+		if path.Dir(c) == p && !strings.HasPrefix(path.Base(c), "pod") && c != p {
+			out = append(out, c)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+func (f *fakeCgroups) ReadCPUs(p string) (cpuset.CPUSet, error) {
+	c, ok := f.cpus[p]
+	if !ok {
+		return cpuset.New(), os.ErrNotExist
+	}
+	return c, nil
+}
+func (f *fakeCgroups) WidenCPUs(p string, cpus cpuset.CPUSet) (int, error) {
+	if c := f.cpus[p]; !cpus.IsSubsetOf(c) {
+		f.cpus[p] = c.Union(cpus)
+		return 1, nil
+	}
+	return 0, nil
+}
+func (f *fakeCgroups) ApplyPod(p podCgroupPlan) ([]string, error) {
+	if _, ok := f.cpus[p.Path]; !ok {
+		return nil, nil
+	}
+	if p.Path == f.failOn {
+		return nil, errors.Join(ErrCgroupWrite, errors.New("EBUSY"))
+	}
+	f.applied = append(f.applied, p)
+	var written []string
+	for _, d := range append([]string{p.Path}, p.Containers...) {
+		if !f.cpus[d].Equals(p.CPUs) {
+			f.cpus[d] = p.CPUs
+			written = append(written, f.CPUSetDir(d)+"/cpuset.cpus")
+		}
+		if p.UnlimitedQuota {
+			f.quota[d] = "-1"
+		}
+		if p.RestoreQuota != nil {
+			if d == p.Path {
+				f.quota[d] = fmt.Sprint(p.RestoreQuota.Pod)
+			} else if q, ok := p.RestoreQuota.Containers[d]; ok {
+				f.quota[d] = fmt.Sprint(q)
+			}
+		}
+	}
+	return written, nil
+}
+
+type poolsFixture struct {
+	t    *testing.T
+	cg   *fakeCgroups
+	m    *Pools
+	pods map[string]podInfo
+}
+
+func newPoolsFixture(t *testing.T) *poolsFixture {
+	cg := newFakeCgroups()
+	s := newMemState(mustSet(t, "0-7"), mustSet(t, "0"))
+	return &poolsFixture{t: t, cg: cg, m: newPools(s, policy{alloc: firstFit{}, capFraction: 2.0 / 3.0}, cg), pods: map[string]podInfo{}}
+}
+
+func (f *poolsFixture) all() []podInfo {
+	var out []podInfo
+	for _, p := range f.pods {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+func (f *poolsFixture) add(uid string, qos QoSClass, ann map[string]string, demand int) podInfo {
+	req, err := ParseAnnotations(ann)
+	p := podInfo{Key: "ns/" + uid, UID: uid, Namespace: "ns", Name: uid, QoS: qos, Req: req, ReqErr: err, DemandCPUs: demand}
+	f.pods[uid] = p
+	f.cg.addPod(uid, qos, "ctr-a", "ctr-b")
+	return p
+}
+
+func (f *poolsFixture) cpusOf(uid string) string {
+	f.t.Helper()
+	p := f.pods[uid]
+	pp, _ := f.cg.PodPath(uid, p.QoS)
+	want := f.cg.cpus[pp].String()
+	kids, _ := f.cg.Children(pp)
+	for _, k := range kids {
+		if got := f.cg.cpus[k].String(); got != want {
+			f.t.Fatalf("pod %s: container %s has %s, pod has %s", uid, k, got, want)
+		}
+	}
+	return want
+}
+
+func TestPoolsExclusiveAndShared(t *testing.T) {
+	f := newPoolsFixture(t)
+	shared1 := f.add("s1", QoSBurstable, nil, 1)
+	shared2 := f.add("s2", QoSBestEffort, nil, 0)
+	f.m.Sync(shared1, f.all)
+	f.m.Sync(shared2, f.all)
+	if got := f.cpusOf("s1"); got != "1-7" {
+		t.Fatalf("shared pod before any exclusive: %s, want 1-7 (all but reserved)", got)
+	}
+	db := f.add("db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "2"}, 4)
+	res := f.m.Sync(db, f.all)
+	if res.Status.State != StateAllocated || res.AllocatedCPUs != "1-2" || !res.SharedChanged {
+		t.Fatalf("exclusive sync: %+v", res)
+	}
+	if got := f.cpusOf("db"); got != "1-2" {
+		t.Fatalf("exclusive pod cpus %s, want 1-2", got)
+	}
+	for _, s := range []string{"s1", "s2"} {
+		if got := f.cpusOf(s); got != "3-7" {
+			t.Fatalf("shared pod %s: %s, want 3-7", s, got)
+		}
+	}
+	dbPath, _ := f.cg.PodPath("db", QoSGuaranteed)
+	if f.cg.quota[dbPath] != "-1" || f.cg.quota[dbPath+"/ctr-a"] != "-1" || f.cg.quota["/kubepods/burstable/pods1"] != "" {
+		t.Fatalf("quota: exclusive pod and containers must be unlimited, shared not: %v", f.cg.quota)
+	}
+	if got := f.cg.cpus["/kubepods"].String(); got != "0-7" {
+		t.Fatalf("kubepods widened to %s, want 0-7", got)
+	}
+	// Idempotent: the same sync writes nothing.
+	if res := f.m.Sync(db, f.all); res.Written != 0 || len(res.Events) != 0 {
+		t.Fatalf("second sync wrote %d, events %v", res.Written, res.Events)
+	}
+	// Grow live, then release isolation, then restore, then shrink.
+	db.Req.CPUs = ptr(3)
+	if res := f.m.Sync(db, f.all); res.AllocatedCPUs != "1-3" || f.cpusOf("s1") != "4-7" {
+		t.Fatalf("grow: %+v, shared %s", res, f.cpusOf("s1"))
+	}
+	db.Req.ReleaseIsolation = true
+	if res := f.m.Sync(db, f.all); res.Status.State != StateReleased || f.cpusOf("db") != "1-7" || f.cpusOf("s1") != "4-7" {
+		t.Fatalf("release isolation: %+v, db %s", res.Status, f.cpusOf("db"))
+	}
+	db.Req.ReleaseIsolation = false
+	db.Req.CPUs = ptr(1)
+	if res := f.m.Sync(db, f.all); res.AllocatedCPUs != "1" || f.cpusOf("db") != "1" || f.cpusOf("s2") != "2-7" {
+		t.Fatalf("shrink: %+v, db %s, shared %s", res, f.cpusOf("db"), f.cpusOf("s2"))
+	}
+	// Delete gives the cores back.
+	delete(f.pods, "db")
+	res = f.m.Forget("db", f.all)
+	if !res.SharedChanged || f.cpusOf("s1") != "1-7" || len(res.Events) != 1 || res.Events[0].Reason != "Released" {
+		t.Fatalf("forget: %+v, shared %s", res, f.cpusOf("s1"))
+	}
+}
+
+func TestPoolsBadInputChangesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ann    map[string]string
+		reason string
+	}{
+		{"abc", map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "abc"}, "InvalidAnnotation"},
+		{"negative", map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "-1"}, "InvalidAnnotation"},
+		{"more than node", map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "64"}, "TooManyCPUs"},
+		{"cap", map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "4"}, "CapExceeded"},
+		{"overlap other pod", map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUSet: "2"}, "CPUsTaken"},
+		{"overlap reserved", map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUSet: "0,7"}, "ReservedOverlap"},
+		{"no demand", map[string]string{AnnotationCPUPool: "exclusive"}, "NoCPUCount"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newPoolsFixture(t)
+			f.m.Sync(f.add("s1", QoSBurstable, nil, 1), f.all)
+			f.m.Sync(f.add("db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "2"}, 0), f.all)
+			before := encodeCheckpoint(f.m.state.(*memState).snapshot())
+			sharedBefore, dbBefore := f.cpusOf("s1"), f.cpusOf("db")
+			bad := f.add("bad", QoSBurstable, tc.ann, 0)
+			res := f.m.Sync(bad, f.all)
+			if res.Status == nil || res.Status.State != StateRefused || res.Status.Reason != tc.reason || res.Refusal != tc.reason {
+				t.Fatalf("status %+v, want Refused/%s", res.Status, tc.reason)
+			}
+			if len(res.Events) != 1 || !res.Events[0].Warning {
+				t.Fatalf("want one warning event, got %+v", res.Events)
+			}
+			if after := encodeCheckpoint(f.m.state.(*memState).snapshot()); string(after) != string(before) {
+				t.Fatalf("state changed:\n%s\n%s", before, after)
+			}
+			if f.cpusOf("s1") != sharedBefore || f.cpusOf("db") != dbBefore {
+				t.Fatalf("other pods' cgroups changed")
+			}
+			// The refused pod itself runs on the shared pool.
+			if got := f.cpusOf("bad"); got != sharedBefore {
+				t.Fatalf("refused pod on %s, want the shared pool %s", got, sharedBefore)
+			}
+		})
+	}
+}
+
+func TestPoolsRefusedResizeKeepsCores(t *testing.T) {
+	f := newPoolsFixture(t)
+	db := f.add("db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "2"}, 0)
+	f.m.Sync(db, f.all)
+	db.Req.CPUs = ptr(6)
+	res := f.m.Sync(db, f.all)
+	if res.Status.State != StateRefused || res.Status.CPUs != "1-2" || f.cpusOf("db") != "1-2" {
+		t.Fatalf("refused grow must keep 1-2: %+v, cgroup %s", res.Status, f.cpusOf("db"))
+	}
+}
+
+func TestPoolsUntouchedAndLateContainers(t *testing.T) {
+	f := newPoolsFixture(t)
+	sys := f.add("sys", QoSBurstable, nil, 1)
+	sys.Untouched = true
+	f.pods["sys"] = sys
+	f.m.Sync(sys, f.all)
+	if got := f.cpusOf("sys"); got != "" {
+		t.Fatalf("untouched pod written: %s", got)
+	}
+	s1 := f.add("s1", QoSBurstable, nil, 1)
+	f.m.Sync(s1, f.all)
+	// A container cgroup appears later: the next sync (queued by the
+	// watcher) writes it, and that is not counted as drift.
+	f.cg.cpus["/kubepods/burstable/pods1/ctr-late"] = cpuset.New()
+	res := f.m.Sync(s1, f.all)
+	if res.Written != 1 || res.Drift != 0 || f.cpusOf("s1") != "1-7" {
+		t.Fatalf("late container: written %d drift %d cpus %s", res.Written, res.Drift, f.cpusOf("s1"))
+	}
+	// Someone rewrites a container we set: the sweep puts it back, as drift.
+	f.cg.cpus["/kubepods/burstable/pods1/ctr-a"] = cpuset.New(0)
+	res = f.m.Sweep(f.all())
+	if res.Drift != 1 || res.DriftUIDs["s1"] != 1 || f.cpusOf("s1") != "1-7" {
+		t.Fatalf("drift: %+v", res)
+	}
+}
+
+func TestPoolsWriteFailureReported(t *testing.T) {
+	f := newPoolsFixture(t)
+	s1 := f.add("s1", QoSBurstable, nil, 1)
+	f.cg.failOn = "/kubepods/burstable/pods1"
+	res := f.m.Sync(s1, f.all)
+	if !errors.Is(res.Failed["s1"], ErrCgroupWrite) || res.Status.State != StateFailed || res.Status.Reason != "CgroupWriteFailed" {
+		t.Fatalf("failure not reported: %+v", res)
+	}
+	f.cg.failOn = ""
+	if res := f.m.Sync(s1, f.all); len(res.Failed) != 0 || res.Status.State != StateShared {
+		t.Fatalf("retry: %+v", res)
+	}
+}
+
+func TestPoolsRestoresQuotaWhenLeavingExclusive(t *testing.T) {
+	f := newPoolsFixture(t)
+	db := f.add("db", QoSBurstable, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, 0)
+	db.CPULimitsMilli = map[string]int64{"containerd://ctr-a": 1500, "containerd://ctr-b": 500}
+	f.m.Sync(db, f.all)
+	dbPath, _ := f.cg.PodPath("db", QoSBurstable)
+	if f.cg.quota[dbPath] != "-1" || f.cg.quota[dbPath+"/ctr-a"] != "-1" {
+		t.Fatalf("exclusive: %v", f.cg.quota)
+	}
+	db.Req = PodRequest{Pool: PoolShared}
+	f.pods["db"] = db
+	f.m.Sync(db, f.all)
+	if f.cg.quota[dbPath] != "200000" || f.cg.quota[dbPath+"/ctr-a"] != "150000" || f.cg.quota[dbPath+"/ctr-b"] != "50000" {
+		t.Fatalf("kubelet quotas not restored: %v", f.cg.quota)
+	}
+	if f.cpusOf("db") != "1-7" {
+		t.Fatalf("db not back on the shared pool: %s", f.cpusOf("db"))
+	}
+}

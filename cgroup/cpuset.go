@@ -1,0 +1,50 @@
+//go:build linux
+
+package cgroup
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"k8s.io/utils/cpuset"
+)
+
+// cpuset.go: the cpuset controller, cpuset.cpus and cpuset.mems (same names
+// on v1 and v2). v1 enforces child ⊆ parent on every write (EACCES when a
+// child asks for more, EBUSY when a parent drops a CPU a child uses), which
+// is why writer.go widens top-down to the union and narrows bottom-up.
+
+const (
+	cpusFile = "cpuset.cpus"
+	memsFile = "cpuset.mems"
+)
+
+// parseCPUList parses the kernel's list syntax ("0-3,8"); empty is an empty
+// set (a fresh v1 cpuset or an unset v2 one).
+func parseCPUList(s string) (cpuset.CPUSet, error) {
+	set, err := cpuset.Parse(s)
+	if err != nil {
+		return cpuset.CPUSet{}, fmt.Errorf("cpu list %q: %w", s, err)
+	}
+	return set, nil
+}
+
+// readCPUSetFile reads cpuset.cpus or cpuset.mems.
+func readCPUSetFile(dir, file string) (cpuset.CPUSet, error) {
+	s, err := readFile(dir, file)
+	if err != nil {
+		return cpuset.CPUSet{}, err
+	}
+	set, err := parseCPUList(s)
+	if err != nil {
+		return cpuset.CPUSet{}, parseErr(filepath.Join(dir, file), []byte(s), err.Error())
+	}
+	return set, nil
+}
+
+func checkCPUSet(path string, set cpuset.CPUSet) error {
+	if set.IsEmpty() {
+		return &Refusal{Path: path, Value: "", Reason: "empty cpuset would leave the tasks nowhere to run (v1: ENOSPC/EBUSY)"}
+	}
+	return nil
+}

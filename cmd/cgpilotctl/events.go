@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cgpilot/cgpilot/agent"
+)
+
+func init() {
+	register("events", command{summary: "recent agent events: allocations, refusals, releases, drift (local agent API)", run: runEvents})
+}
+
+func runEvents(args []string, stdout, stderr io.Writer) int {
+	o, _, ok := parseOnline("events", args, stderr, 0)
+	if !ok {
+		return 2
+	}
+	var evs []agent.EventRecord
+	if err := o.get("/v1/events", url.Values{}, &evs, stdout); err != nil {
+		return fail(stderr, "events", err)
+	}
+	if o.output == "json" {
+		return 0
+	}
+	printEvents(stdout, evs)
+	return 0
+}
+
+func printEvents(w io.Writer, evs []agent.EventRecord) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tTYPE\tREASON\tOBJECT\tMESSAGE")
+	for _, e := range evs {
+		obj := "node"
+		if e.Pod != "" {
+			obj = e.Namespace + "/" + e.Pod
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Time.Format(time.TimeOnly), e.Type, e.Reason, obj, e.Message)
+	}
+	tw.Flush()
+}

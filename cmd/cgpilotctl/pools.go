@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/cgpilot/cgpilot/agent"
+)
+
+func init() {
+	register("pools", command{summary: "show the shared and exclusive CPU pools (local agent API)", run: runPools})
+}
+
+func runPools(args []string, stdout, stderr io.Writer) int {
+	o, _, ok := parseOnline("pools", args, stderr, 0)
+	if !ok {
+		return 2
+	}
+	var v agent.PoolsView
+	if err := o.get("/v1/pools", nil, &v, stdout); err != nil {
+		return fail(stderr, "pools", err)
+	}
+	if o.output == "json" {
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "CPUS\t%s\n", v.CPUs)
+	fmt.Fprintf(tw, "RESERVED\t%s\n", dash(v.Reserved))
+	fmt.Fprintf(tw, "SHARED POOL\t%s\t(%d pods)\n", dash(v.SharedPool), v.SharedPods)
+	fmt.Fprintf(tw, "EXCLUSIVE\t%s\t(%d pods, cap %d cpus)\n", dash(v.Exclusive), v.ExclusivePods, v.ExclusiveCap)
+	fmt.Fprintf(tw, "KUBELET STATIC\t%s\n", dash(v.KubeletStatic))
+	tw.Flush()
+	if len(v.Assignments) > 0 {
+		fmt.Fprintln(stdout)
+		tw = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAMESPACE\tNAME\tCPUS\tISOLATION")
+		for _, a := range v.Assignments {
+			iso := "isolated"
+			if a.ReleaseIsolation {
+				iso = "released"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Namespace, a.Name, a.CPUs, iso)
+		}
+		tw.Flush()
+	}
+	return 0
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/cgpilot/cgpilot/recommend"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// golden compares got with testdata/name, or rewrites it under -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update once)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (go test -update rewrites it)\ngot:\n%s", name, got)
+	}
+}
+
+var elapsedRE = regexp.MustCompile(`replayed in [0-9.]+[µmn]?s`)
+
+// TestReplayGolden runs the command end to end on a small fixture trace and
+// compares the table, the recommendations CSV and the summary JSON with
+// golden files.
+func TestReplayGolden(t *testing.T) {
+	dir := t.TempDir()
+	recs, sum := filepath.Join(dir, "recs.csv"), filepath.Join(dir, "summary.json")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"replay", "--trace", "testdata/mini.csv", "--recs-out", recs, "--summary-out", sum, "--workers", "2"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "replay: 2/2 series (100%)") {
+		t.Errorf("no progress display on stderr: %q", stderr.String())
+	}
+	golden(t, "mini.table.golden", elapsedRE.ReplaceAll(stdout.Bytes(), []byte("replayed in X")))
+	rb, err := os.ReadFile(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "mini.recs.golden.csv", rb)
+	sb, err := os.ReadFile(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc replaySummary
+	if err := json.Unmarshal(sb, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc.ElapsedSec = 0
+	norm, _ := json.MarshalIndent(doc, "", "  ")
+	golden(t, "mini.summary.golden.json", append(norm, '\n'))
+	if doc.Result.Policy.Policy != recommend.DefaultPreset || doc.Result.Control.Policy != "vpa" {
+		t.Errorf("policy %q control %q", doc.Result.Policy.Policy, doc.Result.Control.Policy)
+	}
+	// Every recommendation row lies on the hourly grid and carries both targets.
+	lines := strings.Split(strings.TrimSpace(string(rb)), "\n")
+	if !strings.HasPrefix(lines[0], "ts,series,cpu_target,mem_target,") || len(lines) < 100 {
+		t.Fatalf("recs header %q, %d lines", lines[0], len(lines))
+	}
+}
+
+func TestReplayConfigFile(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"replay", "--quiet", "--trace", "testdata/mini.csv", "--config", "testdata/policy.json"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "tight") || stderr.Len() != 0 {
+		t.Errorf("stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+}
+
+func TestReplayErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{"no trace", []string{}, 2, "usage: cgpilotctl replay"},
+		{"unknown policy", []string{"--trace", "testdata/mini.csv", "--policy", "nope"}, 2, "unknown policy preset"},
+		{"missing config", []string{"--trace", "testdata/mini.csv", "--config", "testdata/none.json"}, 2, "none.json"},
+		{"unsorted trace", []string{"--trace", "testdata/unsorted.csv"}, 1, "testdata/unsorted.csv:4: series \"a\" unsorted"},
+		{"missing trace", []string{"--trace", "testdata/none.csv"}, 1, "none.csv"},
+		{"bad flag", []string{"--trace", "testdata/mini.csv", "--step", "soon"}, 2, "invalid value"},
+		{"stray argument", []string{"--trace", "testdata/mini.csv", "extra"}, 2, "usage"},
+		{"unwritable recs", []string{"--trace", "testdata/mini.csv", "--recs-out", "/nonexistent/dir/r.csv"}, 1, "/nonexistent/dir/r.csv"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(append([]string{"replay", "--quiet"}, tc.args...), &stdout, &stderr)
+			if code != tc.wantCode || !strings.Contains(stderr.String(), tc.wantErr) {
+				t.Errorf("exit %d, stderr %q; want exit %d mentioning %q", code, stderr.String(), tc.wantCode, tc.wantErr)
+			}
+		})
+	}
+}

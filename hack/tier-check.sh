@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# tier-check.sh TIER - can this machine run a test tier? Exit 0 if yes;
+# otherwise print why not (one line, naming the fix) and exit 1.
+# Used by `make test` to skip tiers with a reason, and by `make test-e2e` to
+# decide whether the node tier (real kubelet + containerd) runs.
+#
+#   unit    Go
+#   kernel  Go, root (writes real cgroups on this host)
+#   v2      Go, qemu-system-x86_64, cpio, and a cached kernel or Debian apt to fetch one
+#   e2e     Go (the Kubernetes binaries are built from the Go module proxy)
+#   node    e2e + root + containerd, ctr, runc, CNI plugins, ip, iptables
+#
+# V2_PRESENT / E2E_PRESENT (set by the Makefile): the test packages of the tier
+# that exist on this branch; empty means there is nothing to run.
+set -uo pipefail
+tier=${1:?usage: tier-check.sh unit|kernel|v2|e2e|node}
+no() { echo "$*"; exit 1; }
+root() { [ "$(id -u)" = 0 ] || no "$1"; }
+
+command -v go >/dev/null || no "go not found: install Go 1.26 (see README)"
+case $tier in
+  unit) ;;
+  kernel)
+    root "not root: the kernel tier writes real cgroups (run make test-kernel as root)"
+    [ -r /proc/self/cgroup ] || no "/proc/self/cgroup unreadable: no cgroup support"
+    ;;
+  v2)
+    [ -n "${V2_PRESENT-x}" ] || no "none of the v2 packages (V2_PKGS) exist on this branch"
+    command -v qemu-system-x86_64 >/dev/null || no "qemu-system-x86_64 not found: run make deps"
+    command -v cpio >/dev/null || no "cpio not found: run make deps"
+    cache=${V2VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cgpilot/v2vm}
+    ls "$cache"/kernels/*/vmlinuz >/dev/null 2>&1 || command -v apt-get >/dev/null ||
+      no "no cached v2 kernel and no apt-get to fetch one: run make deps on Debian"
+    ;;
+  e2e)
+    [ -n "${E2E_PRESENT-x}" ] || no "none of the e2e packages (E2E_PKGS) exist on this branch"
+    ;;
+  node)
+    root "not root: kubelet and containerd need root"
+    for t in containerd ctr runc ip iptables; do
+      command -v $t >/dev/null || no "$t not found: run make deps"
+    done
+    for p in loopback host-local; do
+      [ -x /usr/lib/cni/$p ] || [ -x /opt/cni/bin/$p ] || no "CNI plugin $p not found: run make deps"
+    done
+    ;;
+  *) no "unknown tier $tier" ;;
+esac
+exit 0

@@ -1,0 +1,170 @@
+package recommend
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cgpilot/cgpilot/test/tier"
+)
+
+// Ingest: per-sample cost of the histogram and of the full Recommender path
+// (CPU + memory, mutex, container lookup), against a baseline that only
+// stores the sample in a slice. Goal: ≥ 5 M samples/s/core.
+func BenchmarkIngest(b *testing.B) {
+	values := make([]float64, 4096)
+	for i := range values {
+		values[i] = 0.01 + float64(i%977)*0.013
+	}
+	b.Run("baseline-slice-append", func(b *testing.B) {
+		cpu0 := processCPUSeconds()
+		type smp struct {
+			t time.Time
+			v float64
+		}
+		buf := make([]smp, 0, 1<<16)
+		for i := 0; b.Loop(); i++ {
+			if len(buf) == cap(buf) {
+				buf = buf[:0]
+			}
+			buf = append(buf, smp{t0.Add(time.Duration(i) * time.Second), values[i&4095]})
+		}
+		reportRate(b, cpu0, float64(b.N), "samples")
+	})
+	b.Run("histogram-AddSample", func(b *testing.B) {
+		cpu0 := processCPUSeconds()
+		h, _ := NewHistogram(CPUHistogramOptions())
+		for i := 0; b.Loop(); i++ {
+			h.AddSample(values[i&4095], 1, t0.Add(time.Duration(i)*time.Second))
+		}
+		reportRate(b, cpu0, float64(b.N), "samples")
+	})
+	for _, preset := range []string{DefaultPreset, "vpa"} {
+		b.Run("recommender-Add-"+preset, func(b *testing.B) {
+			cpu0 := processCPUSeconds()
+			r, _ := New(mustPreset(b, preset))
+			ids := make([]string, 1000)
+			for i := range ids {
+				ids[i] = fmt.Sprintf("ns/pod-%d/c", i)
+			}
+			for i := 0; b.Loop(); i++ {
+				// 1000 containers sampled every 10 s, round robin.
+				at := t0.Add(time.Duration(i/1000) * 10 * time.Second)
+				_ = r.Add(ids[i%1000], Sample{Time: at, CPUCores: values[i&4095], MemoryBytes: 1e8 + values[i&4095]*1e8})
+			}
+			reportRate(b, cpu0, float64(b.N), "samples")
+		})
+	}
+}
+
+// Histogram size: encoded bytes of a realistic histogram (a month of one
+// container) and of the worst case (every bucket set), against VPA's dense
+// in-memory form (176 float64). Goal ≤ 2 KiB.
+func BenchmarkHistogramSize(b *testing.B) {
+	full, _ := NewHistogram(CPUHistogramOptions())
+	for bk := range full.opts.NumBuckets {
+		full.AddSample(mid(full.opts, bk), 1, t0)
+	}
+	month, _ := NewHistogram(CPUHistogramOptions())
+	for i := range 8640 {
+		month.AddSample(0.05+0.3*float64(i%288)/288+float64(i%97)*0.01, 1, t0.Add(time.Duration(i)*5*time.Minute))
+	}
+	for _, tc := range []struct {
+		name string
+		h    *Histogram
+	}{{"month-of-samples", month}, {"every-bucket", full}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var n int
+			for b.Loop() {
+				data, _ := tc.h.MarshalBinary()
+				n = len(data)
+			}
+			b.ReportMetric(float64(n), "bytes/hist")
+			b.ReportMetric(float64(n)/float64(8*vpaNumBuckets), "x-dense")
+		})
+	}
+}
+
+// Checkpoint of 10,000 histograms (5,000 containers × CPU + memory): encode,
+// atomic save with fsyncs, and load, against a baseline plain os.WriteFile
+// of the same bytes. Goal ≤ 100 ms.
+func BenchmarkCheckpoint10k(b *testing.B) {
+	r, _ := New(mustPreset(b, DefaultPreset))
+	for c := range 5000 {
+		id := fmt.Sprintf("ns/pod-%d/c", c)
+		for i := range 288 { // one day of 5-minute samples
+			_ = r.Add(id, Sample{Time: t0.Add(time.Duration(i) * 5 * time.Minute), CPUCores: 0.01 * float64(1+(c*7+i)%300), MemoryBytes: 1e8 * float64(1+(c+i)%40)})
+		}
+	}
+	dir := b.TempDir()
+	path := filepath.Join(dir, "ckpt")
+	data, _ := r.EncodeCheckpoint(t0)
+	b.Logf("checkpoint of %d containers: %d bytes", r.Containers(), len(data))
+	b.Run("baseline-WriteFile", func(b *testing.B) {
+		for b.Loop() {
+			if err := os.WriteFile(filepath.Join(dir, "plain"), data, 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encode", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := r.EncodeCheckpoint(t0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("save-atomic-fsync", func(b *testing.B) {
+		for b.Loop() {
+			if err := r.SaveCheckpoint(path, t0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("load", func(b *testing.B) {
+		x, _ := New(mustPreset(b, DefaultPreset))
+		for b.Loop() {
+			if err := x.DecodeCheckpoint(path, data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// Replay of a month of Bitbrains (August 2013, 500 series, 4.3 M rows) with
+// the default preset and the VPA control, against a baseline that only
+// parses the trace. Needs ../shared/data.
+func BenchmarkReplayMonth(b *testing.B) {
+	path := filepath.Join(tier.SharedData(b, "traces"), "bitbrains-2013-08.csv.gz")
+	b.Run("baseline-read-trace", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := ReadTraceFile(path); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	tr, err := ReadTraceFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("replay-policy-and-control", func(b *testing.B) {
+		cpu0 := processCPUSeconds()
+		for b.Loop() {
+			if _, err := Replay(tr, ReplayOptions{Policy: mustPreset(b, DefaultPreset), Control: mustPreset(b, "vpa"), Warmup: 24 * time.Hour}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportRate(b, cpu0, float64(tr.Rows)*float64(b.N), "rows")
+	})
+}
+
+// reportRate reports n per wall second and per CPU second of this process
+// (the machine is shared, so wall time understates a core's rate).
+func reportRate(b *testing.B, cpu0, n float64, unit string) {
+	b.ReportMetric(n/b.Elapsed().Seconds(), unit+"/s")
+	if cpu := processCPUSeconds() - cpu0; cpu > 0 {
+		b.ReportMetric(n/cpu, unit+"/cpu-s")
+	}
+}

@@ -1,0 +1,397 @@
+package recommend
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// A checkpoint keeps only what cannot be recomputed: the histograms and the
+// little per-container state around them. The file is binary, for speed (a
+// checkpoint of 10,000 histograms is encoded and decoded in a few ms):
+//
+//	8 bytes   magic "cgpRCKPT"
+//	uint32    format version (little-endian)
+//	32 bytes  SHA-256 of the payload bytes as stored
+//	payload   to the end of the file: the version again, the policy name and
+//	          engine, the save time, then every container (see encodePayload)
+//
+// The checksum covers the exact stored bytes, not a printed Go value, and
+// the repeated version makes an edit of the header alone fail.
+const (
+	// CheckpointVersion is the version SaveCheckpoint writes.
+	CheckpointVersion = 1
+	// MaxCheckpointBytes bounds what LoadCheckpoint reads.
+	MaxCheckpointBytes = 256 << 20
+	// MaxCheckpointContainers bounds the containers of one checkpoint.
+	MaxCheckpointContainers = 1 << 20
+	// maxOOMKills bounds the kill times kept per container.
+	maxOOMKills = 1 << 16
+)
+
+var checkpointMagic = [8]byte{'c', 'g', 'p', 'R', 'C', 'K', 'P', 'T'}
+
+const checkpointHeader = 8 + 4 + 32
+
+// CorruptCheckpointError is a checkpoint whose bytes do not verify or decode.
+type CorruptCheckpointError struct {
+	Path      string
+	Want, Got string // checksums, when the checksum failed
+	Reason    string
+}
+
+func (e *CorruptCheckpointError) Error() string {
+	if e.Want != "" {
+		return fmt.Sprintf("recommend: checkpoint %s is corrupt: checksum %s, computed %s", e.Path, e.Want, e.Got)
+	}
+	return fmt.Sprintf("recommend: checkpoint %s is corrupt: %s", e.Path, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrCheckpoint) true.
+func (e *CorruptCheckpointError) Unwrap() error { return ErrCheckpoint }
+
+// VersionError is a checkpoint written by a newer (or unknown) format.
+type VersionError struct {
+	Path      string
+	Version   int
+	Supported int
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("recommend: checkpoint %s has version %d, this build reads up to %d", e.Path, e.Version, e.Supported)
+}
+
+// Unwrap makes errors.Is(err, ErrCheckpoint) true.
+func (e *VersionError) Unwrap() error { return ErrCheckpoint }
+
+// EncodeCheckpoint returns the checkpoint bytes of the current state.
+func (r *Recommender) EncodeCheckpoint(now time.Time) ([]byte, error) {
+	r.mu.Lock()
+	payload := r.encodePayload(make([]byte, 0, 64+len(r.containers)*800), now)
+	r.mu.Unlock()
+	out := make([]byte, 0, checkpointHeader+len(payload))
+	out = append(out, checkpointMagic[:]...)
+	out = binary.LittleEndian.AppendUint32(out, CheckpointVersion)
+	sum := sha256.Sum256(payload)
+	out = append(out, sum[:]...)
+	return append(out, payload...), nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendTime(b []byte, t time.Time) []byte {
+	b = binary.AppendVarint(b, t.Unix())
+	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
+}
+
+func appendFloat(b []byte, v float64) []byte {
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+}
+
+// encodePayload appends, in order: version, policy, engine, save time,
+// container count, and per container its id, first/last sample times,
+// sample count, requests/limits, OOM kills, OOM limit and time, then either
+// (kind 0, cgpilot) per resource the histogram, an optional fast histogram,
+// the peak interval end, peak and target in force, or (kind 1, vpa) both
+// histograms and VPA's sample bookkeeping.
+func (r *Recommender) encodePayload(b []byte, now time.Time) []byte {
+	b = binary.LittleEndian.AppendUint32(b, CheckpointVersion)
+	b = appendString(b, r.policy.Name)
+	b = appendString(b, string(r.policy.Engine))
+	b = appendTime(b, now)
+	b = binary.AppendUvarint(b, uint64(len(r.containers)))
+	for id, c := range r.containers {
+		b = appendString(b, id)
+		b = appendTime(b, c.first)
+		b = appendTime(b, c.last)
+		b = binary.AppendVarint(b, c.samples)
+		for _, v := range []float64{c.spec.CPURequest, c.spec.CPULimit, c.spec.MemoryRequest, c.spec.MemoryLimit} {
+			b = appendFloat(b, v)
+		}
+		b = binary.AppendUvarint(b, uint64(len(c.oomKills)))
+		for _, k := range c.oomKills {
+			b = appendTime(b, k)
+		}
+		b = appendFloat(b, c.oomLimit)
+		b = appendTime(b, c.lastOOMAt)
+		if v := c.vpa; v != nil {
+			b = append(b, 1)
+			b = v.cpu.appendBinary(b)
+			b = v.mem.appendBinary(b)
+			for _, t := range []time.Time{v.firstCPU, v.lastCPU, v.lastCPUSample} {
+				b = appendTime(b, t)
+			}
+			for _, n := range []int64{v.cpuSamples, v.memPeak, v.oomPeak} {
+				b = binary.AppendVarint(b, n)
+			}
+			b = appendTime(b, v.windowEnd)
+			b = appendTime(b, v.lastMemSample)
+			continue
+		}
+		b = append(b, 0)
+		for _, s := range []*resourceState{&c.cpu, &c.mem} {
+			b = s.hist.appendBinary(b)
+			if s.fast != nil {
+				b = append(b, 1)
+				b = s.fast.appendBinary(b)
+			} else {
+				b = append(b, 0)
+			}
+			b = appendTime(b, s.peakEnd)
+			b = appendFloat(b, s.peak)
+			b = appendFloat(b, s.held)
+		}
+	}
+	return b
+}
+
+// SaveCheckpoint writes the state to path atomically: a temporary file in
+// the same directory is written, fsynced and renamed over path, then the
+// directory is fsynced, so a crash leaves either the old or the new file.
+func (r *Recommender) SaveCheckpoint(path string, now time.Time) error {
+	data, err := r.EncodeCheckpoint(now)
+	if err != nil {
+		return err
+	}
+	if len(data) > MaxCheckpointBytes {
+		return fmt.Errorf("%w: %s: %d bytes exceed the %d-byte bound", ErrCheckpoint, path, len(data), MaxCheckpointBytes)
+	}
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrCheckpoint, path, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("%w: write %s: %w", ErrCheckpoint, tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("%w: fsync %s: %w", ErrCheckpoint, tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("%w: close %s: %w", ErrCheckpoint, tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("%w: rename %s to %s: %w", ErrCheckpoint, tmp.Name(), path, err)
+	}
+	ok = true
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("%w: open dir %s: %w", ErrCheckpoint, dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("%w: fsync dir %s: %w", ErrCheckpoint, dir, err)
+	}
+	return nil
+}
+
+// LoadCheckpoint replaces the state with the checkpoint at path, all or
+// nothing. A missing file returns an error wrapping fs.ErrNotExist. A
+// corrupt, oversized, foreign-policy or future-version file returns a
+// *CorruptCheckpointError or *VersionError (both wrap ErrCheckpoint), is
+// renamed to path + ".corrupt" so that the next save does not lose the
+// evidence, and leaves the state untouched (fresh at startup).
+func (r *Recommender) LoadCheckpoint(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxCheckpointBytes+1))
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("%w: read %s: %w", ErrCheckpoint, path, err)
+	}
+	err = r.DecodeCheckpoint(path, data)
+	var ce *CorruptCheckpointError
+	var ve *VersionError
+	if errors.As(err, &ce) || errors.As(err, &ve) {
+		if rerr := os.Rename(path, path+".corrupt"); rerr != nil {
+			return fmt.Errorf("%w (and moving it aside failed: %w)", err, rerr)
+		}
+	}
+	return err
+}
+
+// DecodeCheckpoint replaces the state with the checkpoint in data, all or
+// nothing; name labels errors.
+func (r *Recommender) DecodeCheckpoint(name string, data []byte) error {
+	corrupt := func(format string, args ...any) error {
+		return &CorruptCheckpointError{Path: name, Reason: fmt.Sprintf(format, args...)}
+	}
+	if len(data) > MaxCheckpointBytes {
+		return corrupt("more than %d bytes", MaxCheckpointBytes)
+	}
+	if len(data) < checkpointHeader || !bytes.Equal(data[:8], checkpointMagic[:]) {
+		return corrupt("not a cgpilot recommend checkpoint (%d bytes, bad magic or short header)", len(data))
+	}
+	if v := binary.LittleEndian.Uint32(data[8:12]); v < 1 || v > CheckpointVersion {
+		return &VersionError{Path: name, Version: int(v), Supported: CheckpointVersion}
+	}
+	payload := data[checkpointHeader:]
+	sum := sha256.Sum256(payload)
+	if !bytes.Equal(sum[:], data[12:44]) {
+		return &CorruptCheckpointError{Path: name, Want: "sha256:" + hex.EncodeToString(data[12:44]), Got: "sha256:" + hex.EncodeToString(sum[:])}
+	}
+	// Version 1 is the only format so far; a v2 decoder would add
+	// migrateV1 here, converting the decoded v1 state explicitly.
+	containers, err := r.decodeV1(payload)
+	if err != nil {
+		return corrupt("%v", err)
+	}
+	r.mu.Lock()
+	r.containers = containers
+	r.mu.Unlock()
+	return nil
+}
+
+func (d *decoder) string(limit int) string {
+	n := d.uvarint()
+	if d.err == nil && (n > uint64(limit) || n > uint64(len(d.buf))) {
+		d.fail("string of %d bytes", n)
+	}
+	if d.err != nil {
+		return ""
+	}
+	s := string(d.buf[:n])
+	d.buf = d.buf[n:]
+	return s
+}
+
+func (d *decoder) time() time.Time {
+	sec, nsec := d.varint(), d.uvarint()
+	if d.err == nil && nsec >= 1e9 {
+		d.fail("nanoseconds %d", nsec)
+	}
+	if d.err != nil || (sec == zeroUnix && nsec == 0) {
+		return time.Time{}
+	}
+	return time.Unix(sec, int64(nsec))
+}
+
+var zeroUnix = time.Time{}.Unix()
+
+// hist decodes a histogram that must have the options of fresh, the
+// policy's empty histogram, whose storage it reuses.
+func (d *decoder) hist(fresh *Histogram) *Histogram {
+	if d.err != nil {
+		return nil
+	}
+	want := fresh.opts
+	h, err := d.histogramInto(fresh.weights)
+	if err != nil {
+		d.err = err
+		return nil
+	}
+	if h.opts != want {
+		d.err = fmt.Errorf("%w: histogram options %+v, policy wants %+v", ErrOptionsMismatch, h.opts, want)
+		return nil
+	}
+	return h
+}
+
+func (r *Recommender) decodeV1(raw []byte) (map[string]*container, error) {
+	d := &decoder{buf: raw, kind: ErrCheckpoint}
+	if len(raw) < 4 {
+		return nil, errors.New("payload truncated")
+	}
+	version := binary.LittleEndian.Uint32(raw)
+	d.buf = raw[4:]
+	policy, engine := d.string(1<<10), d.string(64)
+	d.time()
+	count := d.uvarint()
+	if d.err != nil {
+		return nil, d.err
+	}
+	if version != 1 {
+		return nil, fmt.Errorf("payload version %d inside a version 1 header", version)
+	}
+	if policy != r.policy.Name || Engine(engine) != r.policy.Engine {
+		return nil, fmt.Errorf("written by policy %q (%s), this recommender runs %q (%s)", policy, engine, r.policy.Name, r.policy.Engine)
+	}
+	if count > MaxCheckpointContainers {
+		return nil, fmt.Errorf("%d containers exceed the bound %d", count, MaxCheckpointContainers)
+	}
+	out := make(map[string]*container, min(count, uint64(len(raw)/16)))
+	for range count {
+		id := d.string(1 << 12)
+		c := newContainer(&r.policy)
+		c.first, c.last, c.samples = d.time(), d.time(), d.varint()
+		c.spec = Resources{CPURequest: d.float(), CPULimit: d.float(), MemoryRequest: d.float(), MemoryLimit: d.float()}
+		kills := d.uvarint()
+		if d.err == nil && kills > maxOOMKills {
+			d.fail("%d OOM kills", kills)
+		}
+		for i := uint64(0); i < kills && d.err == nil; i++ {
+			c.oomKills = append(c.oomKills, d.time())
+		}
+		c.oomLimit, c.lastOOMAt = d.float(), d.time()
+		kind := d.byte()
+		if d.err != nil {
+			return nil, fmt.Errorf("container %q: %w", id, d.err)
+		}
+		if _, dup := out[id]; dup {
+			return nil, fmt.Errorf("container %q appears twice", id)
+		}
+		if c.samples < 0 || !validAmount(c.oomLimit) || !validAmount(c.spec.CPURequest) || !validAmount(c.spec.CPULimit) ||
+			!validAmount(c.spec.MemoryRequest) || !validAmount(c.spec.MemoryLimit) {
+			return nil, fmt.Errorf("container %q: negative or non-finite counters", id)
+		}
+		switch {
+		case kind == 1 && c.vpa != nil:
+			v := c.vpa
+			v.cpu, v.mem = d.hist(v.cpu), d.hist(v.mem)
+			v.firstCPU, v.lastCPU, v.lastCPUSample = d.time(), d.time(), d.time()
+			v.cpuSamples, v.memPeak, v.oomPeak = d.varint(), d.varint(), d.varint()
+			v.windowEnd, v.lastMemSample = d.time(), d.time()
+			if d.err == nil && (v.cpuSamples < 0 || v.memPeak < 0 || v.oomPeak < 0) {
+				d.fail("negative vpa counters")
+			}
+		case kind == 0 && c.vpa == nil:
+			for _, s := range []*resourceState{&c.cpu, &c.mem} {
+				s.hist = d.hist(s.hist)
+				switch hasFast := d.byte(); {
+				case hasFast == 1 && s.fast != nil:
+					s.fast = d.hist(s.fast)
+				case hasFast == 0 && s.fast == nil:
+				default:
+					d.fail("fast histogram flag %d does not match the policy", hasFast)
+				}
+				s.peakEnd, s.peak, s.held = d.time(), d.float(), d.float()
+				if d.err == nil && (!validAmount(s.peak) || !validAmount(s.held)) {
+					d.fail("peak %v or target in force %v not finite and ≥ 0", s.peak, s.held)
+				}
+			}
+		default:
+			d.fail("state kind %d does not match engine %s", kind, r.policy.Engine)
+		}
+		if d.err != nil {
+			return nil, fmt.Errorf("container %q: %w", id, d.err)
+		}
+		out[id] = c
+	}
+	if len(d.buf) != 0 {
+		return nil, fmt.Errorf("%d trailing bytes", len(d.buf))
+	}
+	return out, nil
+}

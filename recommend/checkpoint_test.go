@@ -1,0 +1,267 @@
+package recommend
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files and testdata samples")
+
+func fedRecommender(t testing.TB, preset string, containers int) *Recommender {
+	t.Helper()
+	return fedWith(t, mustPreset(t, preset), containers)
+}
+
+// v1SamplePolicy is spelled out, not a preset, so that tuning presets never
+// invalidates the committed v1 sample.
+func v1SamplePolicy() Policy {
+	rp := func(cost, minimum, round float64) ResourcePolicy {
+		return ResourcePolicy{Percentile: 0.5, ViolationCost: cost, Saturation: 1, HalfLife: Duration(12 * time.Hour),
+			Min: minimum, Round: round, MaxStepDown: 0.5, DownBand: 0.3}
+	}
+	return Policy{Name: "checkpoint-v1-sample", Engine: EngineCgpilot, CPU: rp(12, 0.025, 0.001), Memory: rp(500e9, 32*mib, mib),
+		MinHistory: Duration(time.Hour), ConfidenceHistory: Duration(24 * time.Hour), ShortHistoryMargin: 1,
+		OOMFactor: 0.2, OOMWindow: Duration(24 * time.Hour)}
+}
+
+func fedWith(t testing.TB, p Policy, containers int) *Recommender {
+	t.Helper()
+	r, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := range containers {
+		id := "pod-" + string(rune('a'+c%26)) + "/c" + string(rune('0'+c/26%10))
+		r.SetResources(id, Resources{CPURequest: 1, CPULimit: 2, MemoryRequest: 1e9, MemoryLimit: 2e9})
+		for i := range 600 {
+			at := t0.Add(time.Duration(i) * 5 * time.Minute)
+			cpu := 0.1 * float64(c%7+1) * (1 + float64(i%13)/13)
+			if err := r.Add(id, Sample{Time: at, CPUCores: cpu, MemoryBytes: 3e8 + float64(c)*1e7 + float64(i%17)*1e6}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c == 0 {
+			if err := r.RecordOOM(id, OOMEvent{Time: t0.Add(40 * time.Hour), UsageBytes: 9e8, LimitBytes: 1e9, RequestBytes: 5e8}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return r
+}
+
+func recommendAll(r *Recommender, at time.Time) map[string]Recommendation {
+	out := map[string]Recommendation{}
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.containers))
+	for id := range r.containers {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		out[id], _ = r.Recommend(id, at)
+	}
+	return out
+}
+
+// TestCheckpointRoundTrip: a restored recommender behaves exactly like the
+// original, now and after more samples, for both engines.
+func TestCheckpointRoundTrip(t *testing.T) {
+	for _, preset := range []string{"vpa", DefaultPreset} {
+		t.Run(preset, func(t *testing.T) {
+			orig := fedRecommender(t, preset, 30)
+			path := filepath.Join(t.TempDir(), "recommend.ckpt")
+			if err := orig.SaveCheckpoint(path, t0); err != nil {
+				t.Fatal(err)
+			}
+			restored, _ := New(mustPreset(t, preset))
+			if err := restored.LoadCheckpoint(path); err != nil {
+				t.Fatal(err)
+			}
+			later := t0.Add(60 * time.Hour)
+			for _, r := range []*Recommender{orig, restored} {
+				for i := range 20 {
+					r.Add("pod-a/c0", Sample{Time: later.Add(time.Duration(i) * time.Minute), CPUCores: 3, MemoryBytes: 2e9})
+				}
+			}
+			if a, b := recommendAll(orig, later.Add(time.Hour)), recommendAll(restored, later.Add(time.Hour)); !reflect.DeepEqual(a, b) {
+				t.Errorf("restored recommender differs:\n%v\n%v", a, b)
+			}
+			entries, _ := os.ReadDir(filepath.Dir(path))
+			if len(entries) != 1 {
+				t.Errorf("directory holds %d entries, want only the checkpoint (no temp files)", len(entries))
+			}
+		})
+	}
+}
+
+func TestCheckpointLoadErrors(t *testing.T) {
+	r := fedRecommender(t, DefaultPreset, 3)
+	good, err := r.EncodeCheckpoint(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := good[checkpointHeader:]
+	// reseal puts a valid header and checksum on a modified payload, so that
+	// the payload decoder itself is exercised.
+	reseal := func(p []byte) []byte {
+		out := append([]byte(nil), good[:12]...)
+		sum := sha256.Sum256(p)
+		return append(append(out, sum[:]...), p...)
+	}
+	edit := func(f func([]byte) []byte) []byte { return f(append([]byte(nil), good...)) }
+	withPayload := func(f func([]byte) []byte) []byte { return reseal(f(append([]byte(nil), payload...))) }
+	other := fedRecommender(t, "vpa", 1)
+	otherData, _ := other.EncodeCheckpoint(t0)
+	negative := fedRecommender(t, DefaultPreset, 1)
+	for _, c := range negative.containers {
+		c.mem.held = -1
+	}
+	negData, _ := negative.EncodeCheckpoint(t0)
+	var corrupt *CorruptCheckpointError
+	var version *VersionError
+	for _, tc := range []struct {
+		name    string
+		data    []byte
+		wantErr any
+	}{
+		{"empty", nil, &corrupt},
+		{"JSON instead", []byte(`{"version":1}`), &corrupt},
+		{"short header", good[:20], &corrupt},
+		{"bad magic", edit(func(b []byte) []byte { b[0] = 'x'; return b }), &corrupt},
+		{"flipped payload byte", edit(func(b []byte) []byte { b[len(b)-5] ^= 0x40; return b }), &corrupt},
+		{"flipped checksum byte", edit(func(b []byte) []byte { b[20] ^= 1; return b }), &corrupt},
+		{"truncated", good[:len(good)-1], &corrupt},
+		{"future version", edit(func(b []byte) []byte { b[8] = 7; return b }), &version},
+		{"version 0", edit(func(b []byte) []byte { b[8] = 0; return b }), &version},
+		{"payload version mismatch", withPayload(func(p []byte) []byte { p[0] = 2; return p }), &corrupt},
+		{"truncated payload", withPayload(func(p []byte) []byte { return p[:len(p)-9] }), &corrupt},
+		{"trailing payload bytes", withPayload(func(p []byte) []byte { return append(p, 0) }), &corrupt},
+		{"huge container count", withPayload(func(p []byte) []byte {
+			// version, name, engine, time, then the count: rewrite it.
+			d := decoder{buf: p[4:]}
+			d.string(1 << 10)
+			d.string(64)
+			d.time()
+			at := len(p) - len(d.buf)
+			return append(append(p[:at:at], 0xff, 0xff, 0xff, 0xff, 0x0f), p[at+1:]...)
+		}), &corrupt},
+		{"other policy", otherData, &corrupt},
+		{"negative target in force", negData, &corrupt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fresh, _ := New(mustPreset(t, DefaultPreset))
+			fresh.Add("existing", Sample{Time: t0, CPUCores: 1, MemoryBytes: 1})
+			path := filepath.Join(t.TempDir(), "ckpt")
+			if err := os.WriteFile(path, tc.data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			err := fresh.LoadCheckpoint(path)
+			if !errors.Is(err, ErrCheckpoint) || !errors.As(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %T", err, tc.wantErr)
+			}
+			if fresh.Containers() != 1 {
+				t.Errorf("state changed: %d containers after a failed load", fresh.Containers())
+			}
+			if _, err := os.Stat(path + ".corrupt"); err != nil {
+				t.Errorf("corrupt file not moved aside: %v", err)
+			}
+		})
+	}
+	t.Run("checksum error names both sums", func(t *testing.T) {
+		fresh, _ := New(mustPreset(t, DefaultPreset))
+		bad := edit(func(b []byte) []byte { b[len(b)-1] ^= 1; return b })
+		err := fresh.DecodeCheckpoint("x", bad)
+		want := "sha256:" + hex.EncodeToString(good[12:44])
+		if !errors.As(err, &corrupt) || corrupt.Want != want || corrupt.Got == "" || corrupt.Got == want {
+			t.Errorf("err = %#v", err)
+		}
+	})
+	t.Run("missing file", func(t *testing.T) {
+		fresh, _ := New(mustPreset(t, DefaultPreset))
+		if err := fresh.LoadCheckpoint(filepath.Join(t.TempDir(), "none")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("err = %v, want fs.ErrNotExist", err)
+		}
+	})
+}
+
+// TestCheckpointV1Sample keeps a version-1 file in testdata: this build must
+// keep reading it (regenerate only with a deliberate -update).
+func TestCheckpointV1Sample(t *testing.T) {
+	path := filepath.Join("testdata", "checkpoint-v1.bin")
+	if *update {
+		r := fedWith(t, v1SamplePolicy(), 2)
+		data, err := r.EncodeCheckpoint(t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := New(v1SamplePolicy())
+	if err := r.DecodeCheckpoint(path, data); err != nil {
+		t.Fatal(err)
+	}
+	// A policy whose histograms decay differently must not load it.
+	changed := v1SamplePolicy()
+	changed.Memory.HalfLife = Duration(18 * time.Hour)
+	c, _ := New(changed)
+	var ce *CorruptCheckpointError
+	if err := c.DecodeCheckpoint(path, data); !errors.As(err, &ce) || !strings.Contains(err.Error(), "histogram options differ") {
+		t.Errorf("changed half-life: %v", err)
+	}
+	if r.Containers() != 2 {
+		t.Fatalf("%d containers, want 2", r.Containers())
+	}
+	rec, ok := r.Recommend("pod-a/c0", t0.Add(50*time.Hour))
+	if !ok || !(rec.CPU.Target > 0) || !(rec.Memory.Target > 0) {
+		t.Errorf("recommendation from the v1 sample: %+v %v", rec, ok)
+	}
+	if binary.LittleEndian.Uint32(data[8:12]) != 1 {
+		t.Error("sample is not version 1")
+	}
+}
+
+func FuzzDecodeCheckpoint(f *testing.F) {
+	r := fedRecommender(f, DefaultPreset, 2)
+	good, _ := r.EncodeCheckpoint(t0)
+	f.Add(good)
+	v := fedRecommender(f, "vpa", 1)
+	vg, _ := v.EncodeCheckpoint(t0)
+	f.Add(vg)
+	f.Add(append(append([]byte(nil), good[:8]...), 2, 0, 0, 0))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, preset := range []string{DefaultPreset, "vpa"} {
+			x, _ := New(mustPreset(t, preset))
+			x.Add("keep", Sample{Time: t0, CPUCores: 1, MemoryBytes: 1})
+			if err := x.DecodeCheckpoint("fuzz", data); err != nil {
+				if !errors.Is(err, ErrCheckpoint) {
+					t.Fatalf("error %v does not wrap ErrCheckpoint", err)
+				}
+				if x.Containers() != 1 {
+					t.Fatal("failed decode changed the state")
+				}
+				continue
+			}
+			// A decoded state must be usable.
+			for id := range recommendAll(x, t0.Add(100*time.Hour)) {
+				x.Add(id, Sample{Time: t0.Add(200 * time.Hour), CPUCores: 1, MemoryBytes: 1e9})
+				x.Recommend(id, t0.Add(201*time.Hour))
+			}
+		}
+	})
+}

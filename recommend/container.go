@@ -1,0 +1,236 @@
+package recommend
+
+import (
+	"math"
+	"time"
+)
+
+// resourceState is the cgpilot estimator of one resource of one container.
+type resourceState struct {
+	hist, fast *Histogram
+	// Peak aggregation (PeakInterval > 0): the current interval's end and peak.
+	peakEnd time.Time
+	peak    float64
+	// held is the target in force (hysteresis and step limits apply to it).
+	held float64
+}
+
+func newResourceState(rp *ResourcePolicy, base HistogramOptions) resourceState {
+	o := base
+	o.HalfLife = time.Duration(rp.HalfLife)
+	s := resourceState{hist: mustHistogram(o)}
+	if rp.FastHalfLife > 0 {
+		o.HalfLife = time.Duration(rp.FastHalfLife)
+		s.fast = mustHistogram(o)
+	}
+	return s
+}
+
+func (s *resourceState) add(rp *ResourcePolicy, t time.Time, v float64) {
+	iv := time.Duration(rp.PeakInterval)
+	if iv <= 0 {
+		s.hist.AddSample(v, 1, t)
+		if s.fast != nil {
+			s.fast.AddSample(v, 1, t)
+		}
+		return
+	}
+	// One peak per interval of a fixed grid, timestamped at the interval's
+	// end; a larger sample replaces the interval's peak.
+	if t.Before(s.peakEnd) {
+		if v <= s.peak {
+			return
+		}
+		s.hist.SubtractSample(s.peak, 1, s.peakEnd)
+		if s.fast != nil {
+			s.fast.SubtractSample(s.peak, 1, s.peakEnd)
+		}
+	} else {
+		s.peakEnd = time.Unix(0, 0).Add(t.Sub(time.Unix(0, 0)).Truncate(iv) + iv)
+	}
+	s.peak = v
+	s.hist.AddSample(v, 1, s.peakEnd)
+	if s.fast != nil {
+		s.fast.AddSample(v, 1, s.peakEnd)
+	}
+}
+
+// raw is the unclamped estimate: percentile / saturation.
+func (s *resourceState) raw(rp *ResourcePolicy, p float64) float64 {
+	v := s.hist.Percentile(p)
+	if p == rp.Percentile {
+		if rp.ViolationCost > 0 {
+			v = max(v, s.hist.costOptimum(rp.ViolationCost))
+		}
+		if s.fast != nil {
+			v = max(v, s.fast.Percentile(rp.FastPercentile))
+		}
+	}
+	return v / rp.Saturation
+}
+
+func clampRound(rp *ResourcePolicy, v float64) float64 {
+	v = max(v, rp.Min)
+	if rp.Max > 0 {
+		v = min(v, rp.Max)
+	}
+	if rp.Round > 0 {
+		v = math.Ceil(v/rp.Round-1e-9) * rp.Round
+		if rp.Max > 0 && v > rp.Max {
+			v = rp.Max
+		}
+	}
+	return v
+}
+
+// next applies hysteresis and step limits to a new clamped estimate and
+// returns the target in force.
+func (s *resourceState) next(rp *ResourcePolicy, est float64) float64 {
+	if s.held == 0 {
+		s.held = est
+		return est
+	}
+	h := s.held
+	switch {
+	case est > h*(1+rp.UpBand):
+		if rp.MaxStepUp > 0 {
+			est = min(est, h*(1+rp.MaxStepUp))
+		}
+	case est < h*(1-rp.DownBand):
+		if rp.MaxStepDown > 0 {
+			est = max(est, h*(1-rp.MaxStepDown))
+		}
+	default:
+		return h
+	}
+	s.held = clampRound(rp, est)
+	return s.held
+}
+
+// container is the state of one container under one policy.
+type container struct {
+	vpa *vpaContainer // EngineVPA only
+
+	cpu, mem    resourceState
+	first, last time.Time
+	samples     int64
+
+	spec      Resources
+	oomKills  []time.Time // within OOMWindow
+	oomLimit  float64     // memory limit demanded by the OOM formula
+	lastOOMAt time.Time
+}
+
+func newContainer(p *Policy) *container {
+	if p.Engine == EngineVPA {
+		return &container{vpa: newVPAContainer(&p.VPA)}
+	}
+	return &container{
+		cpu: newResourceState(&p.CPU, CPUHistogramOptions()),
+		mem: newResourceState(&p.Memory, MemoryHistogramOptions()),
+	}
+}
+
+func (c *container) add(p *Policy, s Sample) {
+	if c.first.IsZero() {
+		c.first = s.Time
+	}
+	c.last = s.Time
+	c.samples++
+	if c.vpa != nil {
+		c.vpa.addCPU(s.Time, s.CPUCores)
+		c.vpa.addMemory(s.Time, s.MemoryBytes)
+		return
+	}
+	c.cpu.add(&p.CPU, s.Time, s.CPUCores)
+	c.mem.add(&p.Memory, s.Time, s.MemoryBytes)
+}
+
+// oomBump is VPA's histogram bump for an OOM kill: max(+100 MiB, ×1.2).
+func oomBump(usage float64) float64 { return max(usage+100*mib, usage*1.2) }
+
+// OOMLimit is the memory limit after an OOM kill:
+//
+//	max(currentLimit, usageAtKill) × (1 + factor)^kills, capped by maxAllowed
+//
+// where kills counts the kills within the policy's window, this one
+// included. maxAllowed ≤ 0 means no cap.
+func OOMLimit(currentLimit, usageAtKill, factor float64, kills int, maxAllowed float64) float64 {
+	l := max(currentLimit, usageAtKill) * math.Pow(1+factor, float64(kills))
+	if maxAllowed > 0 {
+		l = min(l, maxAllowed)
+	}
+	return l
+}
+
+func (c *container) recordOOM(p *Policy, ev OOMEvent) {
+	if c.vpa != nil {
+		c.vpa.recordOOM(ev.Time, ev.RequestBytes)
+		return
+	}
+	win := time.Duration(p.OOMWindow)
+	kept := c.oomKills[:0]
+	for _, k := range c.oomKills {
+		if ev.Time.Sub(k) < win {
+			kept = append(kept, k)
+		}
+	}
+	c.oomKills = append(kept, ev.Time)
+	limit := ev.LimitBytes
+	if limit == 0 {
+		limit = c.spec.MemoryLimit
+	}
+	c.oomLimit = OOMLimit(max(limit, c.oomLimit), ev.UsageBytes, p.OOMFactor, len(c.oomKills), p.Memory.Max)
+	c.lastOOMAt = ev.Time
+	// The histogram learns the bumped usage as a peak, as VPA's does.
+	c.mem.add(&p.Memory, ev.Time, oomBump(ev.UsageBytes))
+	if c.mem.held > 0 {
+		c.mem.held = max(c.mem.held, clampRound(&p.Memory, oomBump(ev.UsageBytes)))
+	}
+}
+
+func (c *container) recommend(p *Policy, now time.Time) (Recommendation, bool) {
+	if c.samples == 0 {
+		return Recommendation{}, false
+	}
+	if c.vpa != nil {
+		a := c.vpa.recommend()
+		return Recommendation{Time: now,
+			CPU:    Estimate{Target: float64(a.targetCPU) / 1000, Lower: float64(a.lowerCPU) / 1000, Upper: float64(a.upperCPU) / 1000},
+			Memory: Estimate{Target: float64(a.targetMem), Lower: float64(a.lowerMem), Upper: float64(a.upperMem)},
+		}, true
+	}
+	life := c.last.Sub(c.first)
+	if life < time.Duration(p.MinHistory) {
+		return Recommendation{}, false
+	}
+	widen := 1.0
+	if ch := time.Duration(p.ConfidenceHistory); ch > 0 && life < ch {
+		widen += p.ShortHistoryMargin * (1 - float64(life)/float64(ch))
+	}
+	est := func(rs *resourceState, rp *ResourcePolicy, req, lim float64) Estimate {
+		e := Estimate{
+			Target: rs.next(rp, clampRound(rp, rs.raw(rp, rp.Percentile)*widen)),
+			Lower:  clampRound(rp, rs.raw(rp, 0.5)),
+			Upper:  clampRound(rp, rs.raw(rp, 1)*widen),
+		}
+		switch {
+		case req > 0 && lim > 0:
+			e.Limit = e.Target * lim / req
+		case rp.LimitRatio > 0:
+			e.Limit = e.Target * rp.LimitRatio
+		}
+		if rp.Max > 0 && e.Limit > rp.Max {
+			e.Limit = max(rp.Max, e.Target)
+		}
+		return e
+	}
+	r := Recommendation{Time: now,
+		CPU:    est(&c.cpu, &p.CPU, c.spec.CPURequest, c.spec.CPULimit),
+		Memory: est(&c.mem, &p.Memory, c.spec.MemoryRequest, c.spec.MemoryLimit),
+	}
+	if c.oomLimit > 0 && now.Sub(c.lastOOMAt) < time.Duration(p.OOMWindow) {
+		r.Memory.Limit = max(r.Memory.Limit, c.oomLimit)
+	}
+	return r, true
+}

@@ -1,0 +1,539 @@
+package recommend
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+)
+
+// HistogramOptions fixes the bucket layout and decay of a Histogram. Two
+// histograms merge only when their options are equal.
+//
+// Bucket 0 is [0, FirstBucketSize); bucket n ≥ 1 starts at
+// FirstBucketSize·(Ratio^n − 1)/(Ratio − 1). Values past the last bucket
+// start land in the last bucket.
+type HistogramOptions struct {
+	FirstBucketSize float64
+	Ratio           float64
+	NumBuckets      int
+	// Epsilon is the smallest weight that keeps a bucket "non-empty".
+	Epsilon float64
+	// HalfLife is the age at which a sample's weight halves; 0 disables decay.
+	HalfLife time.Duration
+}
+
+// maxHistogramBuckets bounds NumBuckets so that a decoded histogram cannot
+// ask for an arbitrary allocation.
+const maxHistogramBuckets = 4096
+
+// VPA 1.8.1 defaults (pkg/recommender/model/aggregations_config.go): buckets
+// grow 5 %, 176 of them cover up to 1000 cores / 1e12 bytes, epsilon is
+// 0.001 × the minimum sample weight 0.1, half-lives are 24 h.
+const (
+	vpaRatio      = 1.05
+	vpaNumBuckets = 176
+	vpaEpsilon    = 1e-4
+	vpaHalfLife   = 24 * time.Hour
+)
+
+// CPUHistogramOptions returns VPA's CPU layout: first bucket 0.01 core.
+func CPUHistogramOptions() HistogramOptions {
+	return HistogramOptions{FirstBucketSize: 0.01, Ratio: vpaRatio, NumBuckets: vpaNumBuckets, Epsilon: vpaEpsilon, HalfLife: vpaHalfLife}
+}
+
+// MemoryHistogramOptions returns VPA's memory layout: first bucket 1e7 bytes.
+func MemoryHistogramOptions() HistogramOptions {
+	return HistogramOptions{FirstBucketSize: 1e7, Ratio: vpaRatio, NumBuckets: vpaNumBuckets, Epsilon: vpaEpsilon, HalfLife: vpaHalfLife}
+}
+
+// Validate reports whether the options describe a usable layout.
+func (o HistogramOptions) Validate() error {
+	switch {
+	case !(o.FirstBucketSize > 0) || math.IsInf(o.FirstBucketSize, 0):
+		return fmt.Errorf("%w: first bucket size %v must be finite and > 0", ErrInvalidOptions, o.FirstBucketSize)
+	case !(o.Ratio > 1) || math.IsInf(o.Ratio, 0):
+		return fmt.Errorf("%w: ratio %v must be finite and > 1", ErrInvalidOptions, o.Ratio)
+	case o.NumBuckets < 1 || o.NumBuckets > maxHistogramBuckets:
+		return fmt.Errorf("%w: %d buckets, want 1..%d", ErrInvalidOptions, o.NumBuckets, maxHistogramBuckets)
+	case !(o.Epsilon > 0) || math.IsInf(o.Epsilon, 0):
+		return fmt.Errorf("%w: epsilon %v must be finite and > 0", ErrInvalidOptions, o.Epsilon)
+	case o.HalfLife < 0:
+		return fmt.Errorf("%w: half-life %v must be ≥ 0", ErrInvalidOptions, o.HalfLife)
+	}
+	return nil
+}
+
+// BucketStart returns the lower bound of bucket b (0 ≤ b < NumBuckets),
+// computed exactly as VPA does so that percentiles compare bit for bit.
+func (o HistogramOptions) BucketStart(b int) float64 {
+	if b <= 0 {
+		return 0
+	}
+	if b >= o.NumBuckets {
+		b = o.NumBuckets - 1
+	}
+	return o.FirstBucketSize * (math.Pow(o.Ratio, float64(b)) - 1) / (o.Ratio - 1)
+}
+
+// FindBucket returns the bucket that holds v (VPA's formula, same rounding).
+func (o HistogramOptions) FindBucket(v float64) int {
+	if v < o.FirstBucketSize {
+		return 0
+	}
+	b := int(math.Log(v*(o.Ratio-1)/o.FirstBucketSize+1) / math.Log(o.Ratio))
+	if b >= o.NumBuckets || b < 0 {
+		return o.NumBuckets - 1
+	}
+	return b
+}
+
+// findBucket is FindBucket with log(Ratio) cached (the same value, so the
+// same bucket).
+func (h *Histogram) findBucket(v float64) int {
+	o := &h.opts
+	if v < o.FirstBucketSize {
+		return 0
+	}
+	b := int(math.Log(v*(o.Ratio-1)/o.FirstBucketSize+1) / h.logRatio)
+	if b >= o.NumBuckets || b < 0 {
+		return o.NumBuckets - 1
+	}
+	return b
+}
+
+// maxDecayExponent is how many half-lives a sample may lie past the
+// reference time before the reference moves forward and all weights are
+// renormalised (VPA uses 100, keeping weights far inside float64 range).
+const maxDecayExponent = 100
+
+// Histogram is an exponential-bucket histogram whose sample weights grow by
+// 2^(age/HalfLife) relative to a reference time, which is the same as old
+// samples decaying. It reproduces VPA 1.8.1's decaying histogram operation
+// for operation, so the same samples give bit-identical percentiles.
+//
+// The zero value is not usable; call NewHistogram. A Histogram is not safe
+// for concurrent use.
+type Histogram struct {
+	opts     HistogramOptions
+	weights  []float64
+	total    float64
+	min, max int // loose bounds of the non-empty buckets, as in VPA
+	ref      time.Time
+	// Derived on the hot path, cached: log(Ratio) and ref + 100 half-lives.
+	logRatio float64
+	maxRef   time.Time
+}
+
+// NewHistogram returns an empty histogram with the given layout.
+func NewHistogram(o HistogramOptions) (*Histogram, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	h := &Histogram{opts: o, weights: make([]float64, o.NumBuckets), min: o.NumBuckets - 1}
+	h.derive()
+	return h, nil
+}
+
+func (h *Histogram) derive() {
+	h.logRatio = math.Log(h.opts.Ratio)
+	h.maxRef = h.ref.Add(time.Duration(int64(h.opts.HalfLife) * maxDecayExponent))
+}
+
+func mustHistogram(o HistogramOptions) *Histogram {
+	h, err := NewHistogram(o)
+	if err != nil {
+		panic(err) // only called with the package's own constant options
+	}
+	return h
+}
+
+// Options returns the layout.
+func (h *Histogram) Options() HistogramOptions { return h.opts }
+
+// TotalWeight returns the sum of the (reference-scaled) weights.
+func (h *Histogram) TotalWeight() float64 { return h.total }
+
+// ReferenceTime returns the time at which a sample has its nominal weight.
+func (h *Histogram) ReferenceTime() time.Time { return h.ref }
+
+// IsEmpty reports whether no bucket holds at least Epsilon weight.
+func (h *Histogram) IsEmpty() bool { return h.weights[h.min] < h.opts.Epsilon }
+
+// AddSample adds value with weight at time t. A negative, NaN or infinite
+// weight and a NaN value are ignored, so that one bad sample cannot poison
+// the state.
+func (h *Histogram) AddSample(value, weight float64, t time.Time) {
+	if !(weight >= 0) || math.IsInf(weight, 0) || math.IsNaN(value) {
+		return
+	}
+	h.addRaw(h.findBucket(value), weight*h.decayFactor(t))
+}
+
+func (h *Histogram) addRaw(b int, w float64) {
+	h.weights[b] += w
+	h.total += w
+	if b < h.min && h.weights[b] >= h.opts.Epsilon {
+		h.min = b
+	}
+	if b > h.max && h.weights[b] >= h.opts.Epsilon {
+		h.max = b
+	}
+}
+
+// SubtractSample removes a sample added earlier with the same value, weight
+// and time. Weights falling below Epsilon become 0.
+func (h *Histogram) SubtractSample(value, weight float64, t time.Time) {
+	if !(weight >= 0) || math.IsInf(weight, 0) || math.IsNaN(value) {
+		return
+	}
+	w := weight * h.decayFactor(t)
+	b := h.findBucket(value)
+	h.total = subtractToZero(h.total, w, h.opts.Epsilon)
+	h.weights[b] = subtractToZero(h.weights[b], w, h.opts.Epsilon)
+	h.shrinkBounds()
+}
+
+func subtractToZero(v, sub, eps float64) float64 {
+	v -= sub
+	if v < eps {
+		return 0
+	}
+	return v
+}
+
+func (h *Histogram) shrinkBounds() {
+	last := h.opts.NumBuckets - 1
+	for h.weights[h.min] < h.opts.Epsilon && h.min < last {
+		h.min++
+	}
+	for h.weights[h.max] < h.opts.Epsilon && h.max > 0 {
+		h.max--
+	}
+}
+
+// Percentile returns the upper end of the first bucket at which the
+// cumulative weight reaches p·total (the last bucket returns its start), or
+// 0 for an empty histogram. p is a fraction in [0, 1].
+func (h *Histogram) Percentile(p float64) float64 {
+	if h.IsEmpty() {
+		return 0
+	}
+	threshold := p * h.total
+	sum := 0.0
+	b := h.min
+	for ; b < h.max; b++ {
+		sum += h.weights[b]
+		if sum >= threshold {
+			break
+		}
+	}
+	if b < h.opts.NumBuckets-1 {
+		return h.opts.BucketStart(b + 1)
+	}
+	return h.opts.BucketStart(b)
+}
+
+// Merge adds other's weights into h. Both are first brought to the later
+// reference time by a power-of-two scaling, which is exact in float64, so
+// histograms of different nodes add up without loss. other is not modified.
+func (h *Histogram) Merge(other *Histogram) error {
+	if h.opts != other.opts {
+		return fmt.Errorf("%w: merging %+v into %+v", ErrOptionsMismatch, other.opts, h.opts)
+	}
+	o := other
+	if h.ref.Before(other.ref) {
+		h.shiftReference(other.ref)
+	} else if other.ref.Before(h.ref) {
+		o = other.Clone()
+		o.shiftReference(h.ref)
+	}
+	for b := o.min; b <= o.max; b++ {
+		h.weights[b] += o.weights[b]
+	}
+	h.total += o.total
+	if o.min < h.min {
+		h.min = o.min
+	}
+	if o.max > h.max {
+		h.max = o.max
+	}
+	return nil
+}
+
+// Clone returns an independent copy.
+func (h *Histogram) Clone() *Histogram {
+	c := *h
+	c.weights = append([]float64(nil), h.weights...)
+	return &c
+}
+
+// Equal reports whether both histograms have the same options, reference,
+// bounds and bucket weights.
+func (h *Histogram) Equal(o *Histogram) bool {
+	if h.opts != o.opts || !h.ref.Equal(o.ref) || h.min != o.min || h.max != o.max || h.total != o.total {
+		return false
+	}
+	for b := range h.weights {
+		if h.weights[b] != o.weights[b] {
+			return false
+		}
+	}
+	return true
+}
+
+// decayFactor returns 2^((t − ref)/HalfLife), first moving the reference
+// when t is more than maxDecayExponent half-lives past it (VPA does the same,
+// including the initial move from the zero time).
+func (h *Histogram) decayFactor(t time.Time) float64 {
+	if h.opts.HalfLife == 0 {
+		return 1
+	}
+	if t.After(h.maxRef) {
+		h.shiftReference(t)
+	}
+	return math.Exp2(float64(t.Sub(h.ref)) / float64(h.opts.HalfLife))
+}
+
+func (h *Histogram) shiftReference(t time.Time) {
+	if h.opts.HalfLife == 0 {
+		h.ref = t
+		h.derive()
+		return
+	}
+	t = t.Round(h.opts.HalfLife)
+	exp := int(math.Floor(float64(h.ref.Sub(t))/float64(h.opts.HalfLife) + 0.5))
+	h.scale(math.Ldexp(1, exp))
+	h.ref = t
+	h.derive()
+}
+
+func (h *Histogram) scale(f float64) {
+	for b := h.min; b <= h.max; b++ {
+		h.weights[b] *= f
+	}
+	h.total *= f
+	h.shrinkBounds()
+}
+
+// Encoded histogram (all integers little-endian or varint):
+//
+//	byte     format version (1)
+//	float64  FirstBucketSize, Ratio, Epsilon
+//	uvarint  NumBuckets
+//	varint   HalfLife (ns)
+//	varint   reference unix seconds; uvarint nanoseconds
+//	uvarint  min, max bucket bounds
+//	float64  total weight
+//	uvarint  count of non-zero buckets, then per bucket:
+//	         uvarint gap to the previous index (+1), float64 weight
+//
+// Weights are stored exactly, so a round trip is lossless. The worst case
+// (all 176 VPA buckets set) is under 1.7 KiB.
+const histogramEncodingV1 = 1
+
+// MarshalBinary encodes h in the sparse form above.
+func (h *Histogram) MarshalBinary() ([]byte, error) {
+	return h.appendBinary(make([]byte, 0, 64+10*h.nonZero())), nil
+}
+
+func (h *Histogram) nonZero() int {
+	n := 0
+	for _, w := range h.weights {
+		if w != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func (h *Histogram) appendBinary(buf []byte) []byte {
+	buf = append(buf, histogramEncodingV1)
+	buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(h.opts.FirstBucketSize))
+	buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(h.opts.Ratio))
+	buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(h.opts.Epsilon))
+	buf = binary.AppendUvarint(buf, uint64(h.opts.NumBuckets))
+	buf = binary.AppendVarint(buf, int64(h.opts.HalfLife))
+	buf = binary.AppendVarint(buf, h.ref.Unix())
+	buf = binary.AppendUvarint(buf, uint64(h.ref.Nanosecond()))
+	buf = binary.AppendUvarint(buf, uint64(h.min))
+	buf = binary.AppendUvarint(buf, uint64(h.max))
+	buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(h.total))
+	buf = binary.AppendUvarint(buf, uint64(h.nonZero()))
+	prev := -1
+	for b, w := range h.weights {
+		if w == 0 {
+			continue
+		}
+		buf = binary.AppendUvarint(buf, uint64(b-prev))
+		buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(w))
+		prev = b
+	}
+	return buf
+}
+
+// UnmarshalBinary replaces h with the decoded histogram. On error h is left
+// unchanged.
+func (h *Histogram) UnmarshalBinary(data []byte) error {
+	d := decoder{buf: data}
+	dec, err := d.histogram()
+	if err != nil {
+		return err
+	}
+	if len(d.buf) != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrCorruptHistogram, len(d.buf))
+	}
+	*h = *dec
+	return nil
+}
+
+// decoder reads the histogram encoding; every read checks bounds.
+type decoder struct {
+	buf []byte
+	err error
+	// kind is the sentinel failures wrap (default ErrCorruptHistogram).
+	kind error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		kind := d.kind
+		if kind == nil {
+			kind = ErrCorruptHistogram
+		}
+		d.err = fmt.Errorf("%w: "+format, append([]any{kind}, args...)...)
+	}
+}
+
+func (d *decoder) byte() byte {
+	if len(d.buf) < 1 {
+		d.fail("truncated")
+		return 0
+	}
+	b := d.buf[0]
+	d.buf = d.buf[1:]
+	return b
+}
+
+func (d *decoder) float() float64 {
+	if len(d.buf) < 8 {
+		d.fail("truncated")
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(d.buf))
+	d.buf = d.buf[8:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.buf)
+	if n <= 0 {
+		d.fail("bad uvarint")
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.buf)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) histogram() (*Histogram, error) { return d.histogramInto(nil) }
+
+// histogramInto decodes reusing reuse's all-zero weights when the bucket
+// count matches (a fresh histogram whose allocation would otherwise be
+// wasted); on error reuse may hold partial weights.
+func (d *decoder) histogramInto(reuse []float64) (*Histogram, error) {
+	if v := d.byte(); d.err == nil && v != histogramEncodingV1 {
+		d.fail("encoding version %d, want %d", v, histogramEncodingV1)
+	}
+	var o HistogramOptions
+	o.FirstBucketSize = d.float()
+	o.Ratio = d.float()
+	o.Epsilon = d.float()
+	nb := d.uvarint()
+	hl := d.varint()
+	sec := d.varint()
+	nsec := d.uvarint()
+	lo, hi := d.uvarint(), d.uvarint()
+	total := d.float()
+	count := d.uvarint()
+	if d.err != nil {
+		return nil, d.err
+	}
+	if nb > maxHistogramBuckets {
+		return nil, fmt.Errorf("%w: %d buckets", ErrCorruptHistogram, nb)
+	}
+	o.NumBuckets = int(nb)
+	o.HalfLife = time.Duration(hl)
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptHistogram, err)
+	}
+	if nsec >= 1e9 || lo >= nb || hi >= nb || count > nb {
+		return nil, fmt.Errorf("%w: nanoseconds %d, bounds %d..%d or %d buckets out of range for %d buckets", ErrCorruptHistogram, nsec, lo, hi, count, nb)
+	}
+	if !(total >= 0) || math.IsInf(total, 0) {
+		return nil, fmt.Errorf("%w: total weight %v", ErrCorruptHistogram, total)
+	}
+	weights := reuse
+	if uint64(len(weights)) != nb {
+		weights = make([]float64, nb)
+	}
+	h := &Histogram{opts: o, weights: weights, total: total, min: int(lo), max: int(hi)}
+	h.ref = time.Unix(sec, int64(nsec))
+	if sec == (time.Time{}).Unix() && nsec == 0 {
+		h.ref = time.Time{} // keep IsZero and the exact VPA starting reference
+	}
+	h.derive()
+	prev := -1
+	for range count {
+		gap := d.uvarint()
+		w := d.float()
+		if d.err != nil {
+			return nil, d.err
+		}
+		if gap == 0 || gap > nb || prev+int(gap) >= int(nb) {
+			return nil, fmt.Errorf("%w: bucket index gap %d after %d", ErrCorruptHistogram, gap, prev)
+		}
+		prev += int(gap)
+		if !(w > 0) || math.IsInf(w, 0) {
+			return nil, fmt.Errorf("%w: bucket %d weight %v", ErrCorruptHistogram, prev, w)
+		}
+		h.weights[prev] = w
+	}
+	return h, nil
+}
+
+// costOptimum returns the bucket end x minimising
+// E[(x − u)⁺] + cost·P(u > x) under the histogram's weights, with u taken at
+// its bucket's midpoint; 0 for an empty histogram.
+func (h *Histogram) costOptimum(cost float64) float64 {
+	if h.IsEmpty() || !(h.total > 0) {
+		return 0
+	}
+	// Walk bucket ends upwards: below = weight at or below, moment = Σ w·mid.
+	var below, moment float64
+	best, bestCost := 0.0, math.Inf(1)
+	lo := h.opts.BucketStart(h.min)
+	for b := h.min; b <= h.max; b++ {
+		hi := h.opts.BucketStart(b + 1)
+		if b == h.opts.NumBuckets-1 {
+			hi = lo
+		}
+		below += h.weights[b]
+		moment += h.weights[b] * (lo + hi) / 2
+		c := (hi*below-moment)/h.total + cost*max(h.total-below, 0)/h.total
+		if c < bestCost {
+			best, bestCost = hi, c
+		}
+		lo = hi
+	}
+	return best
+}

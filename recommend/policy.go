@@ -1,0 +1,259 @@
+package recommend
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Duration is a time.Duration that reads and writes as "90m" in JSON.
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a Go duration string such as "24h".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("%w: duration %s: %w", ErrInvalidPolicy, b, err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%w: duration %q: %w", ErrInvalidPolicy, s, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Engine names the estimation algorithm of a Policy.
+type Engine string
+
+const (
+	// EngineVPA reproduces upstream VPA 1.8.1 exactly (see VPAConfig).
+	EngineVPA Engine = "vpa"
+	// EngineCgpilot is cgpilot's estimator (see ResourcePolicy).
+	EngineCgpilot Engine = "cgpilot"
+)
+
+// Policy says how samples become recommendations. Use a preset (Preset) or
+// fill one in and call Validate.
+type Policy struct {
+	Name   string         `json:"name"`
+	Engine Engine         `json:"engine"`
+	VPA    VPAConfig      `json:"vpa"`
+	CPU    ResourcePolicy `json:"cpu"`
+	Memory ResourcePolicy `json:"memory"`
+	// MinHistory: no recommendation before a container has this much history.
+	MinHistory Duration `json:"min_history"`
+	// ConfidenceHistory: before this much history the target is widened by
+	// ShortHistoryMargin·(1 − history/ConfidenceHistory).
+	ConfidenceHistory  Duration `json:"confidence_history"`
+	ShortHistoryMargin float64  `json:"short_history_margin"`
+	// OOM: memory limit = max(current limit, usage at kill) ×
+	// (1+OOMFactor)^(kills within OOMWindow), capped by Memory.Max.
+	OOMFactor float64  `json:"oom_factor"`
+	OOMWindow Duration `json:"oom_window"`
+}
+
+// ResourcePolicy is the cgpilot estimator of one resource (cores or bytes).
+//
+// The target is the Percentile of usage (memory: of per-PeakInterval peaks)
+// in a decaying histogram, divided by Saturation (the platform formula:
+// request = p-th percentile / expected saturation), then clamped to
+// [Min, Max], rounded up to a multiple of Round, limited to MaxStepUp /
+// MaxStepDown relative change per recommendation and held while it stays
+// inside the hysteresis band (DownBand below, UpBand above the target in
+// force).
+type ResourcePolicy struct {
+	Percentile   float64  `json:"percentile"`
+	Saturation   float64  `json:"saturation"`
+	HalfLife     Duration `json:"half_life"`
+	PeakInterval Duration `json:"peak_interval"`
+	// FastHalfLife, when set, keeps a second histogram with a shorter memory;
+	// the target follows it down only when both agree (max of the two), which
+	// reacts to level shifts without forgetting recent bursts.
+	FastHalfLife Duration `json:"fast_half_life"`
+	// ViolationCost, when > 0, replaces the percentile by the newsvendor
+	// optimum: the target x minimising E[(x − u)⁺] + ViolationCost·P(u > x)
+	// over the decayed histogram, i.e. one sample above the target costs as
+	// much as ViolationCost cores (bytes) of idle reservation. Unlike a fixed
+	// percentile this spends the violation budget where headroom is
+	// expensive: large, bursty containers get tighter targets, small ones
+	// generous ones. Percentile then acts as a floor.
+	ViolationCost  float64 `json:"violation_cost"`
+	FastPercentile float64 `json:"fast_percentile"`
+	Min            float64 `json:"min"`
+	Max            float64 `json:"max"`
+	Round          float64 `json:"round"`
+	MaxStepUp      float64 `json:"max_step_up"`
+	MaxStepDown    float64 `json:"max_step_down"`
+	UpBand         float64 `json:"up_band"`
+	DownBand       float64 `json:"down_band"`
+	// LimitRatio: limit = target × LimitRatio when the container's own
+	// limit/request ratio is unknown; 0 means no limit recommendation.
+	LimitRatio float64 `json:"limit_ratio"`
+}
+
+func (r ResourcePolicy) validate(name string) error {
+	bad := func(field string, v any) error {
+		return fmt.Errorf("%w: %s.%s = %v", ErrInvalidPolicy, name, field, v)
+	}
+	fin := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case !(r.Percentile > 0 && r.Percentile <= 1):
+		return bad("percentile", r.Percentile)
+	case !(r.Saturation > 0 && r.Saturation <= 1):
+		return bad("saturation", r.Saturation)
+	case r.HalfLife < 0:
+		return bad("half_life", time.Duration(r.HalfLife))
+	case r.PeakInterval < 0:
+		return bad("peak_interval", time.Duration(r.PeakInterval))
+	case r.FastHalfLife < 0:
+		return bad("fast_half_life", time.Duration(r.FastHalfLife))
+	case r.FastHalfLife > 0 && !(r.FastPercentile > 0 && r.FastPercentile <= 1):
+		return bad("fast_percentile", r.FastPercentile)
+	case !fin(r.ViolationCost) || r.ViolationCost < 0:
+		return bad("violation_cost", r.ViolationCost)
+	case !fin(r.Min) || r.Min < 0:
+		return bad("min", r.Min)
+	case !fin(r.Max) || (r.Max != 0 && r.Max < r.Min):
+		return bad("max", r.Max)
+	case !fin(r.Round) || r.Round < 0:
+		return bad("round", r.Round)
+	case !fin(r.MaxStepUp) || r.MaxStepUp < 0:
+		return bad("max_step_up", r.MaxStepUp)
+	case !fin(r.MaxStepDown) || r.MaxStepDown < 0 || r.MaxStepDown > 1:
+		return bad("max_step_down", r.MaxStepDown)
+	case !fin(r.UpBand) || r.UpBand < 0:
+		return bad("up_band", r.UpBand)
+	case !fin(r.DownBand) || r.DownBand < 0 || r.DownBand >= 1:
+		return bad("down_band", r.DownBand)
+	case !fin(r.LimitRatio) || (r.LimitRatio != 0 && r.LimitRatio < 1):
+		return bad("limit_ratio", r.LimitRatio)
+	}
+	return nil
+}
+
+// Validate checks every setting and names the first bad one.
+func (p Policy) Validate() error {
+	switch p.Engine {
+	case EngineVPA:
+		v := p.VPA
+		for _, q := range []float64{v.TargetCPUPercentile, v.LowerCPUPercentile, v.UpperCPUPercentile, v.TargetMemoryPercentile, v.LowerMemoryPercentile, v.UpperMemoryPercentile} {
+			if !(q >= 0 && q <= 1) {
+				return fmt.Errorf("%w: %s: vpa percentile %v", ErrInvalidPolicy, p.Name, q)
+			}
+		}
+		if v.ConfidenceInterval <= 0 || v.MemoryAggregationInterval <= 0 || v.CPUHalfLife < 0 || v.MemoryHalfLife < 0 || !(v.SafetyMarginFraction >= 0) {
+			return fmt.Errorf("%w: %s: vpa intervals and margin must be positive", ErrInvalidPolicy, p.Name)
+		}
+		return nil
+	case EngineCgpilot:
+	default:
+		return fmt.Errorf("%w: %s: engine %q, want %q or %q", ErrInvalidPolicy, p.Name, p.Engine, EngineVPA, EngineCgpilot)
+	}
+	if err := p.CPU.validate("cpu"); err != nil {
+		return err
+	}
+	if err := p.Memory.validate("memory"); err != nil {
+		return err
+	}
+	if p.MinHistory < 0 || p.ConfidenceHistory < 0 || !(p.ShortHistoryMargin >= 0) || !(p.OOMFactor >= 0) || p.OOMWindow < 0 {
+		return fmt.Errorf("%w: %s: history, margin and OOM settings must be ≥ 0", ErrInvalidPolicy, p.Name)
+	}
+	return nil
+}
+
+// ParsePolicy reads a JSON policy. Fields left out keep the values of the
+// preset named in "base" (default: DefaultPreset).
+func ParsePolicy(data []byte) (Policy, error) {
+	var head struct {
+		Base string `json:"base"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return Policy{}, fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+	}
+	if head.Base == "" {
+		head.Base = DefaultPreset
+	}
+	p, err := Preset(head.Base)
+	if err != nil {
+		return Policy{}, err
+	}
+	if err := json.Unmarshal(data, &p); err != nil {
+		return Policy{}, fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+	}
+	return p, p.Validate()
+}
+
+// DefaultPreset is the preset `cgpilotctl replay` uses without --policy.
+const DefaultPreset = "cgpilot-balanced"
+
+const mib = 1 << 20
+
+// presets are fixed in code so that a name always means the same policy.
+var presets = map[string]func() Policy{
+	// vpa: upstream VPA 1.8.1 with its default recommender flags.
+	"vpa": func() Policy { return Policy{Name: "vpa", Engine: EngineVPA, VPA: DefaultVPAConfig()} },
+	// cgpilot-balanced: see doc.go for how it was chosen on the traces.
+	DefaultPreset: balancedPreset,
+	// platform-sl-*: the platform formula, p95 over a ~1-day window divided
+	// by the expected saturation of the service level, no cost term.
+	"platform-sl-0.4": func() Policy { return platformPreset("platform-sl-0.4", 0.4) },
+	"platform-sl-0.6": func() Policy { return platformPreset("platform-sl-0.6", 0.6) },
+	"platform-sl-0.8": func() Policy { return platformPreset("platform-sl-0.8", 0.8) },
+}
+
+func platformPreset(name string, saturation float64) Policy {
+	p := balancedPreset()
+	p.Name = name
+	for _, rp := range []*ResourcePolicy{&p.CPU, &p.Memory} {
+		rp.Percentile, rp.ViolationCost, rp.Saturation = 0.95, 0, saturation
+	}
+	return p
+}
+
+func balancedPreset() Policy {
+	return Policy{
+		Name:   DefaultPreset,
+		Engine: EngineCgpilot,
+		// Chosen on the Bitbrains July and August 2013 traces as the point
+		// with the most even margin to every goal (TestFrontier; see doc.go).
+		CPU: ResourcePolicy{
+			Percentile: 0.5, ViolationCost: 11, Saturation: 1, HalfLife: Duration(12 * time.Hour),
+			Min: 0.1, Round: 0.001, MaxStepDown: 0.5, DownBand: 0.4, UpBand: 0,
+		},
+		Memory: ResourcePolicy{
+			Percentile: 0.5, ViolationCost: 400e9, Saturation: 1, HalfLife: Duration(18 * time.Hour),
+			Min: 100 * mib, Round: mib, MaxStepDown: 0.5, DownBand: 0.3, UpBand: 0,
+		},
+		MinHistory:         Duration(time.Hour),
+		ConfidenceHistory:  Duration(24 * time.Hour),
+		ShortHistoryMargin: 1,
+		OOMFactor:          0.2,
+		OOMWindow:          Duration(24 * time.Hour),
+	}
+}
+
+// Preset returns the named built-in policy.
+func Preset(name string) (Policy, error) {
+	f, ok := presets[name]
+	if !ok {
+		return Policy{}, fmt.Errorf("%w: %q (have %v)", ErrUnknownPolicy, name, PresetNames())
+	}
+	return f(), nil
+}
+
+// PresetNames lists the built-in presets, sorted.
+func PresetNames() []string {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return slices.Clip(names)
+}

@@ -1,0 +1,170 @@
+package recommend
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+)
+
+// Series is the usage of one workload, sorted by strictly increasing TS.
+type Series struct {
+	Name string
+	TS   []int64   // unix seconds
+	CPU  []float64 // cores
+	Mem  []float64 // bytes
+}
+
+// Trace is a usage trace: series in order of first appearance.
+type Trace struct {
+	Series       []*Series
+	MinTS, MaxTS int64
+	Rows         int
+}
+
+// Trace columns, found by name in the header; other columns are ignored.
+var traceColumns = [...]string{"ts", "series", "cpu_cores", "mem_bytes"}
+
+// ReadTraceFile reads a trace CSV, gzip-compressed or not (detected from the
+// content, so the .gz suffix is optional).
+func ReadTraceFile(path string) (*Trace, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTrace, err)
+	}
+	defer f.Close()
+	return ReadTrace(f, path)
+}
+
+// ReadTrace parses a trace with the header ts,series,cpu_cores,mem_bytes
+// (any column order, extra columns ignored). name labels errors.
+//
+// Every malformed row is an error naming the line: a missing column, a
+// non-numeric or non-integer ts, a non-numeric, negative, NaN or infinite
+// usage, an empty series, or a timestamp not after the series' previous one
+// (reported as a duplicate or as unsorted). Nothing is skipped silently;
+// rows of a series need not be contiguous.
+func ReadTrace(r io.Reader, name string) (*Trace, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: gzip: %w", ErrTrace, name, err)
+		}
+		defer zr.Close()
+		br = bufio.NewReaderSize(zr, 1<<20)
+	}
+	cr := csv.NewReader(br)
+	cr.FieldsPerRecord = -1
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: %s: empty file, want header ts,series,cpu_cores,mem_bytes", ErrTrace, name)
+		}
+		return nil, fmt.Errorf("%w: %s:1: %w", ErrTrace, name, err)
+	}
+	var col [len(traceColumns)]int
+	for i, want := range traceColumns {
+		col[i] = -1
+		for j, h := range header {
+			if h == want {
+				col[i] = j
+			}
+		}
+		if col[i] < 0 {
+			return nil, fmt.Errorf("%w: %s:1: header %q lacks column %q", ErrTrace, name, header, want)
+		}
+	}
+	need := max(col[0], col[1], col[2], col[3]) + 1
+	tr := &Trace{MinTS: math.MaxInt64, MaxTS: math.MinInt64}
+	index := map[string]*Series{}
+	var cur *Series
+	for {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			line := 0
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				line = pe.StartLine
+			}
+			return nil, fmt.Errorf("%w: %s:%d: %w", ErrTrace, name, line, err)
+		}
+		line, _ := cr.FieldPos(0)
+		if len(rec) < need {
+			return nil, fmt.Errorf("%w: %s:%d: %d fields, want at least %d", ErrTrace, name, line, len(rec), need)
+		}
+		ts, err := strconv.ParseInt(rec[col[0]], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s:%d: ts %q is not an integer of unix seconds", ErrTrace, name, line, rec[col[0]])
+		}
+		sname := rec[col[1]]
+		if sname == "" {
+			return nil, fmt.Errorf("%w: %s:%d: empty series", ErrTrace, name, line)
+		}
+		cpu, err := parseUsage(rec[col[2]])
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s:%d: cpu_cores %q: %w", ErrTrace, name, line, rec[col[2]], err)
+		}
+		mem, err := parseUsage(rec[col[3]])
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s:%d: mem_bytes %q: %w", ErrTrace, name, line, rec[col[3]], err)
+		}
+		if cur == nil || cur.Name != sname {
+			cur = index[sname]
+			if cur == nil {
+				cur = &Series{Name: sname}
+				index[sname] = cur
+				tr.Series = append(tr.Series, cur)
+			}
+		}
+		if n := len(cur.TS); n > 0 && ts <= cur.TS[n-1] {
+			what := "unsorted: ts before"
+			if ts == cur.TS[n-1] {
+				what = "duplicate ts: equal to"
+			}
+			return nil, fmt.Errorf("%w: %s:%d: series %q %s the previous sample's %d", ErrTrace, name, line, sname, what, cur.TS[n-1])
+		}
+		cur.TS = append(cur.TS, ts)
+		cur.CPU = append(cur.CPU, cpu)
+		cur.Mem = append(cur.Mem, mem)
+		tr.MinTS = min(tr.MinTS, ts)
+		tr.MaxTS = max(tr.MaxTS, ts)
+		tr.Rows++
+	}
+	if tr.Rows == 0 {
+		return nil, fmt.Errorf("%w: %s: no samples after the header", ErrTrace, name)
+	}
+	return tr, nil
+}
+
+var errBadUsage = errors.New("not a finite non-negative number")
+
+func parseUsage(s string) (float64, error) {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v >= 0) || math.IsInf(v, 0) {
+		return 0, errBadUsage
+	}
+	return v, nil
+}
+
+// Subset returns a trace of every n-th series (n ≥ 1), for fast iteration.
+func (t *Trace) Subset(n int) *Trace {
+	if n <= 1 {
+		return t
+	}
+	s := &Trace{MinTS: t.MinTS, MaxTS: t.MaxTS}
+	for i := 0; i < len(t.Series); i += n {
+		s.Series = append(s.Series, t.Series[i])
+		s.Rows += len(t.Series[i].TS)
+	}
+	return s
+}

@@ -1,0 +1,17 @@
+// Command testbed starts and stops the local test bed for `make demo` and
+// `make demo-down`:
+//
+//	go run ./test/cmd/testbed up [--node] [--dir DIR] [--bins DIR]
+//	go run ./test/cmd/testbed status [--dir DIR]
+//	go run ./test/cmd/testbed down [--dir DIR]
+//
+// up starts etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler (and with --node containerd + a kubelet, as root) in DIR
+// ($CGPILOT_DEMO_DIR, default /tmp/cgpilot-demo), writes DIR/kubeconfig and
+// leaves them running; down stops them by their recorded PIDs and removes
+// everything they created. The binaries come from --bins, $CGPILOT_K8S_BINS,
+// or test/k8sbins/build.sh --check.
+//
+// Errors go to stderr with exit status 1; a failed up tears down what it
+// started. It imports only package harness of cgpilot.
+package main

@@ -1,0 +1,276 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cgpilot/cgpilot/test/demo"
+	"github.com/cgpilot/cgpilot/test/harness"
+	"github.com/cgpilot/cgpilot/test/tier"
+)
+
+// TestDemoUpAndDown runs `make demo` end to end (the agent as the real
+// DaemonSet of deploy/ on a real kubelet + containerd), checks what it
+// printed and observed against the cgroup files and the API server, then
+// runs `make demo-down` and checks that nothing is left on the host.
+func TestDemoUpAndDown(t *testing.T) {
+	bins := tier.Node(t)
+	root, err := tier.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	online, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeCPUs, err := cpuset.Parse(strings.TrimSpace(string(online)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nodeCPUs.Size() < 2 {
+		t.Skipf("the demo needs 2 CPUs (1 exclusive + 1 shared); this machine has %s", nodeCPUs)
+	}
+	// The agent's production host paths must stay untouched: the demo
+	// moves them into its directory.
+	prodPaths := []string{"/var/lib/cgpilot", "/run/cgpilot"}
+	prodBefore := map[string]bool{}
+	for _, p := range prodPaths {
+		_, err := os.Stat(p)
+		prodBefore[p] = err == nil
+	}
+	before := takeSnapshot(t)
+	dir := filepath.Join(t.TempDir(), "demo")
+	t.Cleanup(func() {
+		if _, err := os.Stat(filepath.Join(dir, harness.StateFile)); err == nil {
+			if err := demo.Down(dir, os.Stderr); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	})
+
+	var out bytes.Buffer
+	res, err := demo.Up(context.Background(), demo.Options{Dir: dir, BinDir: bins, RepoRoot: root, Out: &out})
+	t.Logf("demo output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("demo up: %v", err)
+	}
+	tm := res.Timings
+	t.Logf("timing: control plane %v, node %v, agent DaemonSet ready %v, pinned %v, release-isolation %v (watch %v), restore %v, delete->widen %v, re-create->pinned %v, total %v",
+		tm.ControlPlane, tm.Node, tm.AgentReady, tm.Pinned, tm.Release, tm.ReleaseWatch, tm.Restore, tm.Widen, tm.Repin, tm.Total)
+
+	if !res.NodeCPUs.Equals(nodeCPUs) {
+		t.Errorf("demo's CPUs %s, /sys/devices/system/cpu/online %s", res.NodeCPUs, nodeCPUs)
+	}
+	if tm.ReleaseWatch <= 0 || tm.Release <= 0 {
+		t.Errorf("release-isolation timings not measured: watch %v, cgroups %v", tm.ReleaseWatch, tm.Release)
+	}
+	if res.Exclusive.Size() != 1 || !res.Exclusive.IsSubsetOf(nodeCPUs) {
+		t.Fatalf("exclusive cpus %q: want one of %s", res.Exclusive, nodeCPUs)
+	}
+
+	// While pinned (first and again after re-creation): the exclusive
+	// container alone on its CPU without quota; the shared ones on the rest.
+	for name, snap := range map[string]demo.Snapshot{"pinned": res.Pinned, "restored": res.Restored, "re-pinned": res.Repinned} {
+		if len(snap) != 1+len(demo.SharedPods) {
+			t.Errorf("%s: %d containers observed, want %d", name, len(snap), 1+len(demo.SharedPods))
+			continue
+		}
+		ex, ok := snap.Find(demo.ExclusivePod)
+		if !ok {
+			t.Errorf("%s: no exclusive pod observed", name)
+			continue
+		}
+		if ex.CPUs.Size() != 1 || ex.Quota != -1 || ex.PodQuota != -1 || !ex.PodCPUs.Equals(ex.CPUs) {
+			t.Errorf("%s: exclusive container cpuset %s (pod %s), quota %d (pod %d): want one CPU, quota -1", name, ex.CPUs, ex.PodCPUs, ex.Quota, ex.PodQuota)
+		}
+		for _, p := range demo.SharedPods {
+			c, ok := snap.Find(p)
+			if !ok {
+				t.Errorf("%s: shared pod %s not observed", name, p)
+				continue
+			}
+			if !c.CPUs.Intersection(ex.CPUs).IsEmpty() || !c.CPUs.Equals(nodeCPUs.Difference(ex.CPUs)) {
+				t.Errorf("%s: shared %s cpuset %s overlaps or misses: exclusive %s, want %s", name, p, c.CPUs, ex.CPUs, nodeCPUs.Difference(ex.CPUs))
+			}
+			if c.Quota != 20000 {
+				t.Errorf("%s: shared %s quota %d: the kubelet's 200m limit (20000) must stay", name, p, c.Quota)
+			}
+		}
+	}
+	if ex, ok := res.Released.Find(demo.ExclusivePod); !ok || !ex.CPUs.Equals(nodeCPUs) || ex.Quota != -1 {
+		t.Errorf("release-isolation: exclusive container %+v, want cpuset %s and quota -1", ex, nodeCPUs)
+	}
+	if len(res.Widened) != len(demo.SharedPods) {
+		t.Errorf("after delete: %d containers observed, want the %d shared", len(res.Widened), len(demo.SharedPods))
+	}
+	for _, c := range res.Widened {
+		if !c.CPUs.Equals(nodeCPUs) {
+			t.Errorf("after delete: %s cpuset %s, want widened to %s", c.Pod, c.CPUs, nodeCPUs)
+		}
+	}
+
+	// The files say now what the demo last reported (the cluster stays up).
+	for _, c := range res.Repinned {
+		if got := strings.TrimSpace(readFile(t, c.CPUSetFile)); got != c.CPUs.String() {
+			t.Errorf("%s: %s = %q, demo reported %s", c.Pod, c.CPUSetFile, got, c.CPUs)
+		}
+	}
+
+	// What cgpilotctl printed agrees with the cgroup files.
+	excl := res.Pinned[0].CPUs
+	if ex, ok := res.Pinned.Find(demo.ExclusivePod); ok {
+		excl = ex.CPUs
+	}
+	wantLines := []string{
+		`(?m)^EXCLUSIVE\s+` + regexp.QuoteMeta(excl.String()) + `\s`,
+		`(?m)^SHARED POOL\s+` + regexp.QuoteMeta(nodeCPUs.Difference(excl).String()) + `\s`,
+		`(?m)^RESERVED\s+-`,
+	}
+	for _, re := range wantLines {
+		if !regexp.MustCompile(re).MatchString(res.CtlPools) {
+			t.Errorf("cgpilotctl pools does not match %s:\n%s", re, res.CtlPools)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^demo\s+exclusive\s+Guaranteed\s+exclusive\s+Allocated\s+` + regexp.QuoteMeta(excl.String()) + `\s`).MatchString(res.CtlPods) {
+		t.Errorf("cgpilotctl pods does not show the exclusive pod on %s:\n%s", excl, res.CtlPods)
+	}
+	for _, p := range demo.SharedPods {
+		if !regexp.MustCompile(`(?m)^demo\s+` + p + `\s+Burstable\s+shared\s+\S+\s+` + regexp.QuoteMeta(nodeCPUs.Difference(excl).String()) + `\s`).MatchString(res.CtlPods) {
+			t.Errorf("cgpilotctl pods does not show %s on the shared pool:\n%s", p, res.CtlPods)
+		}
+	}
+	for _, s := range []string{"export KUBECONFIG=" + res.Kubeconfig, "make demo-down", "no reserved CPUs", "cgpilotctl pools", "cgpilotctl pods"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("demo output lacks %q", s)
+		}
+	}
+
+	// The agent ran as the DaemonSet's pod from the local image.
+	cfg, err := clientcmd.BuildConfigFromFlags("", res.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	pods, err := cs.CoreV1().Pods("cgpilot-system").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 || pods.Items[0].Status.Phase != corev1.PodRunning || pods.Items[0].Spec.Containers[0].Image != demo.AgentImage ||
+		len(pods.Items[0].OwnerReferences) != 1 || pods.Items[0].OwnerReferences[0].Kind != "DaemonSet" {
+		t.Errorf("want one running agent pod of the DaemonSet from %s, have %+v", demo.AgentImage, pods.Items)
+	}
+
+	// The agent runs unprivileged with no capabilities under the runtime's
+	// seccomp filter, and still sees the machine's topology (host procfs at
+	// /host/proc, where /proc/interrupts is not masked).
+	agentPID := podProcess(t, string(pods.Items[0].UID), "/bin/cgpilot-agent")
+	status := readFile(t, fmt.Sprintf("/proc/%d/status", agentPID))
+	for _, want := range []string{"CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("agent process %d: /proc/%d/status lacks %q", agentPID, agentPID, want)
+		}
+	}
+	sock := filepath.Join(dir, "agent", "run", "agent.sock")
+	js, err := exec.Command(res.Cgpilotctl, "pools", "--socket", sock, "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("cgpilotctl pools -o json: %v", err)
+	}
+	var pools struct {
+		TopologySource string `json:"topologySource"`
+	}
+	if err := json.Unmarshal(js, &pools); err != nil || !strings.HasPrefix(pools.TopologySource, "topology") {
+		t.Errorf("agent topology source %q (%v): want discovery from sysfs/procfs, not the lowest-id fallback", pools.TopologySource, err)
+	}
+
+	// deploy/ is what `kubectl apply -f deploy/` accepts as it is (server-side
+	// dry run: validation and admission, nothing changed).
+	if b, err := exec.Command(filepath.Join(bins, "kubectl"), "--kubeconfig", res.Kubeconfig, "apply", "--dry-run=server", "-f", filepath.Join(root, "deploy")).CombinedOutput(); err != nil {
+		t.Errorf("kubectl apply --dry-run=server -f deploy/: %v\n%s", err, b)
+	} else {
+		var kept []string // drop the warnings about objects the demo created without apply
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if !strings.HasPrefix(l, "Warning:") {
+				kept = append(kept, l)
+			}
+		}
+		t.Logf("kubectl apply --dry-run=server -f deploy/:\n%s", strings.Join(kept, "\n"))
+	}
+
+	st, err := harness.LoadState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bed := bedRecord{dir: dir, procs: append(append([]harness.ProcRecord{}, st.Procs...), st.Node.Procs...)}
+	for _, p := range st.Ports {
+		bed.ports = append(bed.ports, p)
+	}
+	if during := takeSnapshot(t); len(during.kubepods) == 0 {
+		t.Error("no kubepods cgroup while the demo runs: the leak check would prove nothing")
+	}
+
+	var downOut bytes.Buffer
+	if err := demo.Down(dir, &downOut); err != nil {
+		t.Fatalf("demo down: %v\n%s", err, downOut.String())
+	}
+	t.Logf("demo down: %s", downOut.String())
+	assertNoLeaks(t, before, bed)
+	for _, p := range prodPaths {
+		if _, err := os.Stat(p); (err == nil) != prodBefore[p] {
+			t.Errorf("leak: %s existed %v before the demo, %v after", p, prodBefore[p], err == nil)
+		}
+	}
+	// A second down is a clear no-op.
+	downOut.Reset()
+	if err := demo.Down(dir, &downOut); err != nil || !strings.Contains(downOut.String(), "nothing to stop") {
+		t.Errorf("second demo down: %v, %q", err, downOut.String())
+	}
+}
+
+// podProcess finds the process running program in the pod with uid, by
+// its cgroup (so another agent on this host is never taken for it).
+func podProcess(t *testing.T, uid, program string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		if strings.HasPrefix(string(cmd), program+"\x00") && strings.Contains(string(cg), "pod"+uid) {
+			return pid
+		}
+	}
+	t.Fatalf("no %s process in pod %s", program, uid)
+	return 0
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

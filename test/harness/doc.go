@@ -1,0 +1,31 @@
+// Package harness starts a real, throw-away Kubernetes test bed on this
+// machine: etcd and kube-apiserver (optionally kube-controller-manager and
+// kube-scheduler) on 127.0.0.1 with free ports, and, when asked, a real node
+// (containerd, runc, CNI plugins and a kubelet with the cgroupfs driver).
+//
+// Everything a test bed starts or creates is recorded in state.json inside
+// its directory before it is created, so Teardown can undo it from the same
+// process (t.Cleanup, SIGINT/SIGTERM) or from another one (the testbed
+// command's `down`). Processes are ended only by recorded PID, checked against
+// their recorded start time, never by name.
+//
+// A node changes host state a kubelet always changes: kubepods cgroups in
+// every hierarchy, /var/lib/kubelet/device-plugins, /run/containerd/s,
+// /run/netns, /var/lib/cni, /var/log/containers and six kernel sysctls
+// (plus ip_forward from the ptp plugin). StartNode records what existed
+// before, refuses to start when kubepods exists, and holds NodeLockFile;
+// teardown removes only what is new and puts the sysctls back. If a test
+// process dies without teardown (a go test -timeout panic, SIGKILL), its
+// children die with it but shims and host state stay: the next StartNode
+// names the directory, and `go run ./test/cmd/testbed down --dir DIR`
+// cleans it from the recorded state.
+//
+// Error contract: Start* functions either return a running test bed or an
+// error that wraps ErrStart, names the component and carries the tail of its
+// log; on error nothing they started is left behind. Teardown tries every
+// step, and returns every failure it met joined (wrapping ErrTeardown).
+//
+// It imports client-go and the test images, and nothing of cgpilot's
+// production packages: the agent must be testable against it, not built
+// from it.
+package harness

@@ -1,0 +1,209 @@
+//go:build linux
+
+// Command vminit is PID 1 of the throw-away cgroup v2 VM booted by
+// test/v2vm/run.sh. It is built statically (CGO_ENABLED=0) and uses only the
+// standard library, so the initramfs needs no shell, libc or busybox.
+//
+// It mounts the pseudo filesystems (cgroup2 alone at /sys/fs/cgroup, since
+// the kernel runs with cgroup_no_v1=all), enables every controller in the
+// root's cgroup.subtree_control, runs each packed test binary from
+// /v2vm/manifest in its own directory (which holds a copy of the package's
+// testdata), prints go-test-like summary lines and the machine-readable
+// marker "V2VM: EXIT_CODE=N" that run.sh turns into its exit status, and
+// powers the VM off.
+//
+// Every line it prints itself starts with "V2VM:" so run.sh can tell them
+// from test output. It must not import anything outside the standard library.
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const (
+	marker       = "V2VM:"
+	cgroupRoot   = "/sys/fs/cgroup"
+	payloadDir   = "/v2vm"
+	manifestFile = payloadDir + "/manifest"
+)
+
+func logf(format string, a ...any) {
+	fmt.Fprintf(os.Stdout, marker+" "+format+"\n", a...)
+}
+
+func main() {
+	openConsole()
+	mountAll()
+	logf("init started uptime=%s", uptime())
+	enableControllers()
+	report()
+
+	code := runTests()
+	logf("EXIT_CODE=%d", code)
+	powerOff()
+}
+
+// openConsole makes sure fds 0-2 exist: the kernel only opens /dev/console
+// for init when the initramfs has that node, and run.sh packs no device
+// nodes (it needs no root to build the image).
+func openConsole() {
+	mount("devtmpfs", "/dev", "devtmpfs", syscall.MS_NOSUID, "mode=0755")
+	for _, c := range []string{"/dev/console", "/dev/ttyS0"} {
+		fd, err := syscall.Open(c, syscall.O_RDWR|syscall.O_NOCTTY, 0)
+		if err != nil {
+			continue
+		}
+		for i := 0; i < 3; i++ {
+			_ = syscall.Dup3(fd, i, 0)
+		}
+		if fd > 2 {
+			_ = syscall.Close(fd)
+		}
+		return
+	}
+}
+
+func mount(src, dst, fstype string, flags uintptr, data string) {
+	_ = os.MkdirAll(dst, 0o755)
+	if err := syscall.Mount(src, dst, fstype, flags, data); err != nil && err != syscall.EBUSY {
+		logf("mount %s on %s (%s): %v", src, dst, fstype, err)
+	}
+}
+
+func mountAll() {
+	const nsd = syscall.MS_NOSUID | syscall.MS_NODEV
+	mount("proc", "/proc", "proc", nsd|syscall.MS_NOEXEC, "")
+	mount("sysfs", "/sys", "sysfs", nsd|syscall.MS_NOEXEC, "")
+	mount("tmpfs", "/tmp", "tmpfs", nsd, "")
+	mount("tmpfs", "/run", "tmpfs", nsd, "")
+	// The options a systemd host uses, so tests see the semantics of a real node.
+	mount("cgroup2", cgroupRoot, "cgroup2", nsd|syscall.MS_NOEXEC, "nsdelegate,memory_recursiveprot")
+	mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, "")
+	mount("bpf", "/sys/fs/bpf", "bpf", 0, "")
+}
+
+// enableControllers turns on every controller for the root's children, as
+// systemd does on a node; a test then only has to enable them further down
+// its own subtree.
+func enableControllers() {
+	b, err := os.ReadFile(cgroupRoot + "/cgroup.controllers")
+	if err != nil {
+		logf("read cgroup.controllers: %v", err)
+		return
+	}
+	for _, c := range strings.Fields(string(b)) {
+		if err := os.WriteFile(cgroupRoot+"/cgroup.subtree_control", []byte("+"+c), 0o644); err != nil {
+			logf("enable +%s: %v", c, err)
+		}
+	}
+}
+
+// report prints the facts a failing test's log needs: which kernel, which
+// controllers, and whether the features cgpilot probes for are present.
+func report() {
+	var u syscall.Utsname
+	_ = syscall.Uname(&u)
+	logf("kernel %s", cString(u.Release[:]))
+	logf("cgroup2 controllers=[%s] subtree_control=[%s]",
+		readTrim(cgroupRoot+"/cgroup.controllers"), readTrim(cgroupRoot+"/cgroup.subtree_control"))
+	logf("btf=%v psi=%v oom:mark_victim=%v cpus=%s",
+		exists("/sys/kernel/btf/vmlinux"), exists("/proc/pressure/cpu"),
+		exists("/sys/kernel/tracing/events/oom/mark_victim"), readTrim("/sys/devices/system/cpu/online"))
+}
+
+func runTests() int {
+	f, err := os.Open(manifestFile)
+	if err != nil {
+		logf("open manifest: %v", err)
+		return 2
+	}
+	pkgs, err := parseManifest(f)
+	_ = f.Close()
+	if err != nil {
+		logf("%v", err)
+		return 2
+	}
+	args, err := readLinesFile(payloadDir + "/args")
+	if err != nil {
+		logf("read args: %v", err)
+		return 2
+	}
+	extraEnv, err := readLinesFile(payloadDir + "/env")
+	if err != nil {
+		logf("read env: %v", err)
+		return 2
+	}
+	env := append([]string{"PATH=/", "HOME=/root", "TMPDIR=/tmp", "V2VM=1"}, extraEnv...)
+
+	codes := make([]int, 0, len(pkgs))
+	logf("test start uptime=%s packages=%d args=%q", uptime(), len(pkgs), args)
+	begin := time.Now()
+	for _, p := range pkgs {
+		start := time.Now()
+		cmd := exec.Command(p.dir+"/test.bin", args...)
+		cmd.Dir = p.dir // tests open testdata/ relative to their package directory
+		cmd.Env = env
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		code := exitCode(cmd.Run())
+		codes = append(codes, code)
+		fmt.Println(summaryLine(p.importPath, code, time.Since(start)))
+	}
+	logf("test end uptime=%s duration=%s", uptime(), time.Since(begin).Round(time.Millisecond))
+	return overallCode(codes)
+}
+
+func powerOff() {
+	syscall.Sync()
+	// qemu runs with -no-reboot, so a restart ends it too if ACPI power-off fails.
+	_ = syscall.Reboot(syscall.LINUX_REBOOT_CMD_POWER_OFF)
+	_ = syscall.Reboot(syscall.LINUX_REBOOT_CMD_RESTART)
+	select {}
+}
+
+func readLinesFile(p string) ([]string, error) {
+	f, err := os.Open(p)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parseLines(f)
+}
+
+func readTrim(p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func uptime() string {
+	if f := strings.Fields(readTrim("/proc/uptime")); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
+func cString(a []int8) string {
+	b := make([]byte, 0, len(a))
+	for _, c := range a {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	return string(b)
+}
