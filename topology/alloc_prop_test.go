@@ -133,6 +133,9 @@ func checkInvariants(t *testing.T, topo *Topology, st State, req Request, got cp
 // TestAllocateProperties runs random request/release sequences on every
 // real machine and checks each result against the rules.
 func TestAllocateProperties(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: unpacking every shared-data machine takes minutes on a busy host")
+	}
 	policies := []Policy{FullCores, FullCores, Spread}
 	numas := []NUMAPolicy{NUMAPreferSingle, NUMAPreferSingle, NUMASingle, NUMASpread}
 	ios := []IOPolicy{IOAvoid, IOAny, IOSpread}
@@ -239,6 +242,9 @@ func kubeletRule(topo *Topology, free cpuset.CPUSet, n int) cpuset.CPUSet {
 // random states, the default allocation (full-cores, prefer-single, IO any)
 // with the kubelet rule: never more NUMA nodes, never more split cores.
 func TestNeverWorseThanKubelet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: unpacking every shared-data machine takes minutes on a busy host")
+	}
 	for _, m := range realMachines(t) {
 		t.Run(m.name, func(t *testing.T) {
 			topo := discoverArchive(t, m.archive)

@@ -59,6 +59,8 @@ func TestAllocate(t *testing.T) {
 		{"L3: best-fit cache group keeps the other whole", uncore, State{Taken: all("0,8")}, Request{CPUs: 6}, "1-3,9-11", ""},
 		{"L3: only a whole group holds 8", uncore, State{Taken: all("0,8")}, Request{CPUs: 8}, "4-7,12-15", ""},
 		{"L3: two groups when one cannot", uncore, State{CapRatio: 1}, Request{CPUs: 10}, "0-4,8-12", ""},
+		{"multi-node: the nearest node completes the largest", withDistances(t, gold), State{Taken: all("0-1,40-41,10-19,50-59,30-33,70-73"), CapRatio: 1}, Request{CPUs: 26}, "20-29,34-36,60-69,74-76", ""},
+		{"multi-node without distances: the next largest", gold, State{Taken: all("0-1,40-41,10-19,50-59,30-33,70-73"), CapRatio: 1}, Request{CPUs: 26}, "2-4,20-29,42-44,60-69", ""},
 		{"SNC: one node", gold, State{}, Request{CPUs: 20}, "0-9,40-49", ""},
 		{"SNC: best-fit node", gold, State{Taken: all("0,40")}, Request{CPUs: 4}, "1-2,41-42", ""},
 		{"EPYC NPS4: one CCX", epyc, State{}, Request{CPUs: 8}, "0-3,128-131", ""},
@@ -147,4 +149,30 @@ func TestAllocateDoesNotMutate(t *testing.T) {
 	if st.Taken.String() != "0,6" || st.Reserved.String() != "1" {
 		t.Fatalf("state mutated: %+v", st)
 	}
+}
+
+// withDistances gives the SNC machine its NUMA distance matrix: nodes 0-1
+// share socket 0 (distance 11), nodes 2-3 socket 1; 21 across sockets.
+func withDistances(t testing.TB, topo *Topology) *Topology {
+	t.Helper()
+	var nodes []NUMANode
+	for id := 0; id < 4; id++ {
+		d := map[int]int{}
+		for j := 0; j < 4; j++ {
+			switch {
+			case j == id:
+				d[j] = 10
+			case j/2 == id/2:
+				d[j] = 11
+			default:
+				d[j] = 21
+			}
+		}
+		nodes = append(nodes, NUMANode{ID: id, CPUs: topo.NUMACPUs(id), Distances: d})
+	}
+	out, err := New(topo.CPUs, nodes, topo.LLCGroups, topo.IRQs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

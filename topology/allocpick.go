@@ -369,6 +369,18 @@ func (p *picker) multiNode(nodes []group, all []int, n int) ([]group, bool) {
 	order := make([]group, len(nodes))
 	copy(order, nodes)
 	sort.SliceStable(order, func(a, b int) bool { return order[a].total > order[b].total })
+	// After the largest node, the nearest ones (node*/distance) first.
+	if dist := p.t.distancesFrom(order[0].key); dist != nil {
+		rest := order[1:]
+		sort.SliceStable(rest, func(a, b int) bool {
+			da, oka := dist[rest[a].key]
+			db, okb := dist[rest[b].key]
+			if oka && okb && da != db {
+				return da < db
+			}
+			return rest[a].total > rest[b].total
+		})
+	}
 	var cores []int
 	total := 0
 	for k := range order {
@@ -603,4 +615,14 @@ func (p *picker) fill(cores []int, quota int) plan {
 		}
 	}
 	return pl
+}
+
+// distancesFrom returns the NUMA distances from node id, or nil.
+func (t *Topology) distancesFrom(id int) map[int]int {
+	for _, n := range t.Nodes {
+		if n.ID == id {
+			return n.Distances
+		}
+	}
+	return nil
 }

@@ -44,6 +44,10 @@ func benchMachines(b *testing.B) map[string]*Topology {
 	m := map[string]*Topology{"epyc7742-literal-256": topoDualSocketMultiNumaPerSocketHTLarge(b)}
 	dir := tier.SharedData(b, "hwloc-linux-sysfs")
 	m["hwloc-256ppc-8n8s4t"] = discoverArchive(b, filepath.Join(dir, "tarballs", "256ppc-8n8s4t.tar.bz2"))
+	// Every CPU of this node serves NVMe queues, so IO avoid always takes
+	// its fallback path (two attempts, least-loaded cores).
+	nto := tier.SharedData(b, "nto-mustgather-irq-sysinfo")
+	m["nto-master-112-io"] = discoverArchive(b, filepath.Join(nto, "bare-metal-master.internal.sysinfo.tgz"))
 	return m
 }
 

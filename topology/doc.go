@@ -1,25 +1,47 @@
 // Package topology reads a node's CPU, cache, NUMA and IO-queue topology from
 // sysfs and procfs, and picks exclusive CPUs for a request.
 //
-// Discovery: Discover(sysRoot, procRoot) reads the sysfs and procfs mounted at
-// the given roots ("/sys" and "/proc" in production, a captured tree in
-// tests) and returns plain data whose queries return cpuset.CPUSet. One file
-// per source: cpu.go (cpu*/topology, online, isolated), node.go (NUMA nodes
-// and distances), cache.go (last-level cache groups), irq.go
-// (/proc/interrupts and /proc/irq/*), blkmq.go (/sys/block/*/mq/*/cpu_list).
-// Each reader does one bounded read and hands the bytes to a pure parseX
-// function that is fuzzed.
+// # Discovery
 //
-// Allocation: Allocate(topo, state, request) is a pure function with no I/O.
+// Discover(sysRoot, procRoot) reads the sysfs and procfs mounted at the given
+// roots ("/sys" and "/proc" in production; DiscoverRoot(dir) for a captured
+// tree holding dir/sys and dir/proc) and returns plain data whose queries
+// return cpuset.CPUSet. One file per source, named after what it reads:
+// cpu_linux.go (cpu*/topology, online, isolated, /proc/cmdline isolcpus),
+// node_linux.go (NUMA nodes: node*/cpulist, else cpumap, else cpu*/node*
+// links; distances), cache_linux.go (last-level cache groups),
+// irq_linux.go (/proc/interrupts, /proc/irq/N/{smp,effective}_affinity_list)
+// and blkmq_linux.go (/sys/block/*/mq/*/cpu_list). Each reader does one
+// bounded read and hands the text to a pure parseX function that is fuzzed.
 //
-// Error contract: malformed files give an error wrapping ErrParse that names
-// the file and the value; unreadable required files wrap ErrRead; a tree with
-// no CPUs wraps ErrNoCPUs. Missing optional sources (cache, NUMA, IRQ, blk-mq
-// files) are not errors: Discover returns a degraded topology and a Warning
-// for each. Allocation failures are *AllocError values carrying a
-// machine-readable Reason; errors.Is(err, ErrAllocation) matches all of them.
-// Nothing in this package panics on input.
+// Sysfs core_id and physical_package_id repeat per socket or are -1 on some
+// architectures, so Core, Socket and L3 are machine-unique dense ids derived
+// from sibling lists (see assignCores); Unknown (-1) marks what the tree does
+// not say. Results are checked against hwloc's expected output for its
+// 40-odd captured machines and against cadvisor's view of two real nodes.
 //
-// Imports: no k8s.io/* package except k8s.io/utils/cpuset, and none of
-// cgroup, recommend or agent. Roots are parameters, never globals.
+// # Allocation
+//
+// Allocate(topo, state, request) is a pure function with no I/O: the agent
+// passes the CPUs it has already granted (State.Taken), reserved CPUs and
+// the sizes of its shared instances, and gets a cpuset or an *AllocError
+// with a machine-readable Reason. A Topology is immutable once built by
+// Discover or New, so Allocate may run concurrently. With a request that no
+// NUMA node holds, prefer-single uses the fewest nodes that split no more
+// cores than the machine must (whole cores before fewer nodes), nearest
+// nodes (node*/distance) first.
+//
+// # Errors
+//
+// Malformed files give an error wrapping ErrParse that names the file and
+// the value; unreadable required files wrap ErrRead; a tree with no CPUs
+// wraps ErrNoCPUs. Missing optional sources (cache, NUMA, IRQ, blk-mq files)
+// are not errors: Discover returns a degraded topology and a Warning for
+// each. errors.Is(err, ErrAllocation) matches every *AllocError. Nothing in
+// this package panics on input.
+//
+// # Imports
+//
+// No k8s.io/* package except k8s.io/utils/cpuset, and none of cgroup,
+// recommend or agent. Roots are parameters, never globals.
 package topology

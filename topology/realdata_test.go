@@ -189,6 +189,9 @@ func TestMustGatherIRQFacts(t *testing.T) {
 // the shapes listed in the data's PROVENANCE.md. These facts come from the
 // data collector's parser, a reading independent of ours but not hwloc.
 func TestGhwSnapshots(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: unpacking every shared-data machine takes minutes on a busy host")
+	}
 	dir := tier.SharedData(t, "ghw-sysfs-snapshots")
 	type shape struct{ cpus, online, sockets, nodes, cores, llc int }
 	want := map[string]shape{

@@ -130,8 +130,9 @@ func (t *Topology) NUMACPUs(node int) cpuset.CPUSet {
 
 // IOCPUs returns the CPUs that serve NVMe, NIC or virtio queue interrupts:
 // the effective affinity of each queue IRQ when the kernel exposes it, else
-// its configured affinity, plus the CPUs of blk-mq hardware queues when a
-// device has more than one (a single queue spans every CPU and says nothing).
+// its configured affinity. blk-mq maps (BlockMQ) are not counted: every CPU
+// submits to some hardware queue, so they say where IO is issued, not where
+// its interrupts land.
 func (t *Topology) IOCPUs() cpuset.CPUSet {
 	out := cpuset.New()
 	for _, q := range t.IRQs {

@@ -92,7 +92,15 @@ func validateExplicit(topo *Topology, st State, reserved cpuset.CPUSet, lim Limi
 		// Allocate keeps a request in one node whenever one holds it;
 		// beyond that it trades nodes for whole cores, so only the
 		// one-node case is a rule.
-		if len(nodes) > 1 && fitsOneNode(topo, ix, buildMasks(topo, st), req, n) {
+		m := buildMasks(topo, st)
+		if req.IOQueues == IOAvoid && set.Intersection(coresOf(topo, topo.IOCPUs())).IsEmpty() {
+			// A set off the IO cores is judged among the CPUs Allocate's
+			// first attempt would consider.
+			for i, onIO := range ix.ioCore {
+				m.free[i] = m.free[i] && !onIO
+			}
+		}
+		if len(nodes) > 1 && fitsOneNode(topo, ix, m, req, n) {
 			return cpuset.New(), refuse(ReasonNUMASpan, set, "spans %d NUMA nodes while one node has %d free CPUs", len(nodes), n)
 		}
 	}

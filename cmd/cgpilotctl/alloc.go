@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"github.com/cgpilot/cgpilot/topology"
 	"k8s.io/utils/cpuset"
@@ -50,6 +52,8 @@ func runAlloc(args []string, stdout, stderr io.Writer) int {
 	taken := fs.String("taken", "", "CPUs already granted exclusively (Linux list)")
 	explicit := fs.String("cpuset", "", "validate this cpuset instead of choosing one")
 	capRatio := fs.Float64("cap", 0, "largest fraction of allocatable CPUs that may be exclusive (default 2/3)")
+	shared := fs.String("shared", "", "sizes of the shared instances in millicores, comma-separated (e.g. 2000,1500)")
+	overcommit := fs.Float64("overcommit", 0, "overcommit ratio of the shared pool (default 1)")
 	output := fs.String("o", "text", "output format: text or json")
 	if err := fs.Parse(args); err != nil {
 		return failAlloc(stdout, reasonUsage, err, 2)
@@ -70,6 +74,10 @@ func runAlloc(args []string, stdout, stderr io.Writer) int {
 		}
 		*sets[name] = set
 	}
+	sizes, err := parseMilliList(*shared)
+	if err != nil {
+		return failAlloc(stdout, string(topology.ReasonInvalidRequest), fmt.Errorf("--shared %q: %w", *shared, err), 2)
+	}
 	topo, warns, err := roots.discover()
 	if err != nil {
 		return failAlloc(stdout, reasonDiscovery, err, 1)
@@ -77,7 +85,8 @@ func runAlloc(args []string, stdout, stderr io.Writer) int {
 	for _, w := range warns {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
-	got, err := topology.Allocate(topo, topology.State{Taken: tk, Reserved: res, CapRatio: *capRatio}, topology.Request{
+	got, err := topology.Allocate(topo, topology.State{Taken: tk, Reserved: res, CapRatio: *capRatio,
+		SharedMilliCPUs: sizes, Overcommit: *overcommit}, topology.Request{
 		CPUs: *n, Policy: topology.Policy(*policy), NUMA: topology.NUMAPolicy(*numa), IOQueues: topology.IOPolicy(*io), Explicit: ex,
 	})
 	if err != nil {
@@ -102,4 +111,19 @@ func failAlloc(stdout io.Writer, reason string, err error, code int) int {
 	b, _ := json.Marshal(allocFailure{Error: err.Error(), Reason: reason})
 	fmt.Fprintln(stdout, string(b))
 	return code
+}
+
+func parseMilliList(s string) ([]int64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("bad millicore size %q", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
