@@ -33,6 +33,9 @@ type podInfo struct {
 	// ID (0 = no limit), to restore the kubelet's quotas when the pod
 	// leaves the exclusive pool.
 	CPULimitsMilli map[string]int64
+	// Running are the pod-status IDs of the containers the kubelet reports
+	// running: their runtime has finished setting up their cgroups.
+	Running map[string]bool
 }
 
 // podEvent is a Kubernetes Event the reconciler emits for a pod.
@@ -70,8 +73,15 @@ type Pools struct {
 	applied map[string]cpuset.CPUSet
 	// sharedApplied is the shared pool last pushed to every shared pod.
 	sharedApplied *cpuset.CPUSet
-	// known are the cgroup paths the agent has set before.
-	known map[string]bool
+	// seen are the cpuset dirs the agent has set (or found right) before.
+	seen map[string]bool
+	// settled are the seen dirs no one but us is expected to write any
+	// more: the pod dir once we set it, a container dir once its runtime is
+	// done (the kubelet reports it running, or a later pass found our value
+	// still in place). Only a rewrite of a settled dir is drift: the
+	// runtime writes a new container's cpuset right after creating it,
+	// possibly just after the watcher let us write it first.
+	settled map[string]bool
 	// unlimited are the pods whose CFS quota the agent removed; their
 	// quota is restored when they leave the exclusive pool.
 	unlimited map[string]bool
@@ -80,7 +90,7 @@ type Pools struct {
 }
 
 func newPools(s PoolState, p policy, cg cgroupBackend) *Pools {
-	return &Pools{state: s, policy: p, cg: cg, applied: map[string]cpuset.CPUSet{}, known: map[string]bool{}, unlimited: map[string]bool{}}
+	return &Pools{state: s, policy: p, cg: cg, applied: map[string]cpuset.CPUSet{}, seen: map[string]bool{}, settled: map[string]bool{}, unlimited: map[string]bool{}}
 }
 
 // State returns the read side of the pool state.
@@ -223,9 +233,10 @@ func (m *Pools) Forget(uid string, all func() []podInfo) syncResult {
 	a, had := m.state.Assignment(uid)
 	delete(m.applied, uid)
 	delete(m.unlimited, uid)
-	for p := range m.known {
+	for p := range m.seen {
 		if strings.Contains(p, "pod"+uid) || strings.Contains(p, "pod"+strings.ReplaceAll(uid, "-", "_")) {
-			delete(m.known, p)
+			delete(m.seen, p)
+			delete(m.settled, p)
 		}
 	}
 	if !had {
@@ -267,6 +278,7 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 		res.Failed[uid] = errors.Join(res.Failed[uid], err)
 	}
 	var plans []podCgroupPlan
+	running := map[string]map[string]bool{} // pod UID -> cpuset dirs of running containers
 	union := cpuset.New()
 	for _, p := range pods {
 		if p.Untouched {
@@ -285,6 +297,14 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 		}
 		plans = append(plans, plan)
 		union = union.Union(want)
+		for id := range p.Running {
+			if cp, err := m.cg.ContainerPath(p.UID, p.QoS, id); err == nil {
+				if running[p.UID] == nil {
+					running[p.UID] = map[string]bool{}
+				}
+				running[p.UID][m.cg.CPUSetDir(cp)] = true
+			}
+		}
 	}
 	total := 0
 	if !union.IsEmpty() {
@@ -303,15 +323,18 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 		if err != nil {
 			fail(pl.UID, err)
 		}
-		// Drift: a cgroup we had already set, rewritten although the pod's
-		// target did not change (a new container's first write is not drift).
-		prev, seen := m.applied[pl.UID]
+		// Drift: a settled cgroup rewritten although the pod's target did
+		// not change (a value we wrote, changed behind our back).
+		prev, had := m.applied[pl.UID]
+		unchanged := had && prev.Equals(pl.CPUs)
+		wrote := map[string]bool{}
 		for _, w := range written {
 			dir := w
 			if strings.HasPrefix(filepath.Base(w), "cpu") {
 				dir = filepath.Dir(w)
 			}
-			if seen && prev.Equals(pl.CPUs) && m.known[dir] {
+			wrote[dir] = true
+			if unchanged && m.settled[dir] {
 				res.Drift++
 				if res.DriftUIDs == nil {
 					res.DriftUIDs = map[string]int{}
@@ -326,9 +349,14 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 				delete(m.unlimited, pl.UID)
 			}
 			m.applied[pl.UID] = pl.CPUs
-			m.known[m.cg.CPUSetDir(pl.Path)] = true
+			podDir := m.cg.CPUSetDir(pl.Path)
+			m.seen[podDir], m.settled[podDir] = true, true
 			for _, c := range pl.Containers {
-				m.known[m.cg.CPUSetDir(c)] = true
+				d := m.cg.CPUSetDir(c)
+				if running[pl.UID][d] || (m.seen[d] && !wrote[d]) {
+					m.settled[d] = true
+				}
+				m.seen[d] = true
 			}
 		}
 	}

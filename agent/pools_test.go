@@ -318,3 +318,48 @@ func TestPoolsRestoresQuotaWhenLeavingExclusive(t *testing.T) {
 		t.Fatalf("db not back on the shared pool: %s", f.cpusOf("db"))
 	}
 }
+
+// TestPoolsRuntimeFirstWriteIsNotDrift replays what runc does on a real
+// node: the watcher lets the agent write a new container's cpuset right
+// after mkdir, then the runtime writes its own first value (the kubelet's
+// default set). Setting that back is not drift; a change after the
+// container runs (or after our value was found in place) is.
+func TestPoolsRuntimeFirstWriteIsNotDrift(t *testing.T) {
+	all := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7)
+	for _, tc := range []struct {
+		name    string
+		running bool // the kubelet reports the container running at the second pass
+	}{{"reported running", true}, {"not yet reported", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newPoolsFixture(t)
+			s1 := f.add("s1", QoSBurstable, nil, 1)
+			f.m.Sync(s1, f.all)
+			ctr := "/kubepods/burstable/pods1/ctr-new"
+			f.cg.cpus[ctr] = cpuset.New() // mkdir by the runtime
+			if res := f.m.Sync(s1, f.all); res.Written != 1 || res.Drift != 0 {
+				t.Fatalf("first write: %+v", res)
+			}
+			f.cg.cpus[ctr] = all // the runtime's own first cpuset
+			if tc.running {
+				s1.Running = map[string]bool{"containerd://ctr-new": true}
+				f.pods["s1"] = s1
+			}
+			res := f.m.Sync(s1, f.all)
+			if res.Written != 1 || res.Drift != 0 || len(res.DriftUIDs) != 0 || f.cg.cpus[ctr].String() != "1-7" {
+				t.Fatalf("runtime's first write counted as drift: %+v, cpus %s", res, f.cg.cpus[ctr])
+			}
+			if !tc.running {
+				// Nothing reported yet: a pass that finds our value in
+				// place settles the container.
+				if res := f.m.Sweep(f.all()); res.Written != 0 || res.Drift != 0 {
+					t.Fatalf("quiet sweep: %+v", res)
+				}
+			}
+			f.cg.cpus[ctr] = all // now someone really changes it
+			res = f.m.Sweep(f.all())
+			if res.Drift != 1 || res.DriftUIDs["s1"] != 1 || f.cg.cpus[ctr].String() != "1-7" {
+				t.Fatalf("real drift not counted: %+v", res)
+			}
+		})
+	}
+}

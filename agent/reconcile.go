@@ -325,6 +325,16 @@ func (c *controller) podInfo(p *corev1.Pod) podInfo {
 	for _, ctr := range p.Spec.Containers {
 		limits[ctr.Name] = ctr.Resources.Limits
 	}
+	for _, sts := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
+		for _, st := range sts {
+			if st.ContainerID != "" && st.State.Running != nil {
+				if info.Running == nil {
+					info.Running = map[string]bool{}
+				}
+				info.Running[st.ContainerID] = true
+			}
+		}
+	}
 	for _, st := range p.Status.ContainerStatuses {
 		if st.ContainerID == "" {
 			continue
