@@ -66,6 +66,9 @@ type cgroupBackend interface {
 	// ContainerPath is a container's cgroup path from its pod status ID
 	// ("containerd://<id>").
 	ContainerPath(uid string, qos QoSClass, containerID string) (string, error)
+	// HasTasks reports whether any process is in path's cpuset cgroup; a
+	// missing cgroup has none.
+	HasTasks(path string) (bool, error)
 	// CPUSetDir is the directory of path in the cpuset hierarchy (the one
 	// watched for new cgroups).
 	CPUSetDir(path string) string

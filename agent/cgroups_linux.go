@@ -108,6 +108,17 @@ func (b *cgroupPkg) Children(p string) ([]string, error) {
 	return out, nil
 }
 
+func (b *cgroupPkg) HasTasks(p string) (bool, error) {
+	procs, err := os.ReadFile(path.Join(b.CPUSetDir(p), "cgroup.procs"))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return len(strings.TrimSpace(string(procs))) > 0, nil
+}
+
 // ReadCPUs reads cpuset.cpus through opencontainers/cgroups' confined
 // reader (the cgroup package exports no single-file cpuset reader yet).
 func (b *cgroupPkg) ReadCPUs(p string) (cpuset.CPUSet, error) {

@@ -16,7 +16,9 @@ import (
 // watchCgroups catches containers whose cgroup appears after the pod
 // update: inotify on the QoS dirs (new pod dirs) and on every pod dir (new
 // container dirs) of the cpuset hierarchy. Each creation queues the pod, so
-// the regular reconcile writes the new cgroup. The periodic sweep is the
+// the regular reconcile writes the new cgroup; each removal of a container
+// cgroup queues its pod too (a deleted pod releases its exclusive CPUs once
+// its containers are gone). The periodic sweep is the
 // backstop for anything inotify misses (queue overflow, a watch added late).
 func (c *controller) watchCgroups(ctx context.Context, cg cgroupBackend) error {
 	w, err := fsnotify.NewWatcher()
@@ -56,13 +58,20 @@ func (c *controller) watchCgroups(ctx context.Context, cg cgroupBackend) error {
 				if !ok {
 					return
 				}
-				if !ev.Has(fsnotify.Create) {
-					continue
-				}
 				at := time.Now()
 				parent, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
 				podUID, isPod := podDirUID(base)
 				parentUID, inPod := podDirUID(filepath.Base(parent))
+				if ev.Has(fsnotify.Remove) && qos[filepath.Dir(parent)] && inPod {
+					// A container's cgroup goes once its task is deleted:
+					// a deleted pod may be done with its CPUs before the
+					// kubelet says so.
+					c.enqueueUID(parentUID, at, false)
+					continue
+				}
+				if !ev.Has(fsnotify.Create) {
+					continue
+				}
 				switch {
 				case qos[parent] && isPod:
 					_ = w.Add(ev.Name)

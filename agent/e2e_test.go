@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -427,4 +428,92 @@ func TestE2ELateContainerByInotify(t *testing.T) {
 		got := b.cpus(rel + "/late")
 		return got == excl, got
 	})
+}
+
+// TestE2EReleaseWhenDeletedPodExits: with no kubelet to confirm it, a
+// deleted pod stays in the API with a deletionTimestamp; the agent gives
+// its exclusive core back once its container has exited, told either by
+// the pod status (the kubelet's report) or by the container cgroup going
+// away (before the kubelet reports it), and never while it still runs.
+func TestE2EReleaseWhenDeletedPodExits(t *testing.T) {
+	b := newBed(t)
+	_, sRel, _ := b.createPod(t, "web", QoSBurstable, nil, "app")
+	c := b.startAgent(t)
+	all := mustSet(t, b.cfg.CPUs)
+	ctx := context.Background()
+	for _, kubeletReports := range []bool{true, false} {
+		name := fmt.Sprintf("db-reported-%v", kubeletReports)
+		db, dbRel, pids := b.createPod(t, name, QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+		setState := func(st corev1.ContainerState) {
+			t.Helper()
+			p, err := b.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "postgres", ContainerID: "containerd://postgres", State: st}}
+			if _, err := b.cs.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setState(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
+		var excl string
+		eventually(t, "exclusive allocation", func() (bool, string) {
+			_, ann := b.status(t, name)
+			excl = ann[AnnotationAllocatedCPUs]
+			shared := all.Difference(mustSet(t, excl))
+			return excl != "" && b.cpus(dbRel+"/postgres") == excl && b.cpus(sRel+"/app") == shared.String(), excl
+		})
+		grace := int64(30)
+		if err := b.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+			t.Fatal(err)
+		}
+		// Deleted but still running: the core stays the pod's, through a
+		// status update and a sweep.
+		setState(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
+		time.Sleep(b.cfg.SweepInterval.Duration + 500*time.Millisecond)
+		if _, ok := c.pools.State().Assignment(string(db.UID)); !ok || b.cpus(sRel+"/app") == all.String() {
+			t.Fatalf("%s: core handed back while its container still runs (shared %s)", name, b.cpus(sRel+"/app"))
+		}
+		if got := allowed(t, pids[0]); got != excl {
+			t.Fatalf("%s: still-running container may run on %s, want %s", name, got, excl)
+		}
+		// The container exits.
+		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "container gone from its cgroup", func() (bool, string) {
+			procs, _ := os.ReadFile(filepath.Join(b.sb.Path("cpuset", dbRel+"/postgres"), "cgroup.procs"))
+			return len(strings.TrimSpace(string(procs))) == 0, string(procs)
+		})
+		if kubeletReports {
+			setState(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}})
+		} else {
+			// The runtime removes the container's cgroups; the status
+			// still says running.
+			for _, h := range []string{"cpuset", "cpu"} {
+				if err := syscall.Rmdir(b.sb.Path(h, dbRel+"/postgres")); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		eventually(t, "core given back while the pod object remains", func() (bool, string) {
+			p, err := b.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil || p.DeletionTimestamp == nil {
+				return false, fmt.Sprintf("pod object: %v", err)
+			}
+			_, held := c.pools.State().Assignment(string(db.UID))
+			return !held && b.cpus(sRel+"/app") == all.String(), b.cpus(sRel + "/app")
+		})
+		eventually(t, "Released Event", func() (bool, string) { return hasEvent(b.podEvents(t, name), "Released"), "" })
+		// Later updates of the dying pod never take a core again.
+		setState(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
+		time.Sleep(500 * time.Millisecond)
+		if _, held := c.pools.State().Assignment(string(db.UID)); held {
+			t.Fatalf("%s: finished pod got cores again", name)
+		}
+		zero := int64(0)
+		if err := b.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -36,6 +36,22 @@ type podInfo struct {
 	// Running are the pod-status IDs of the containers the kubelet reports
 	// running: their runtime has finished setting up their cgroups.
 	Running map[string]bool
+	// Terminal is the pod's phase when Succeeded or Failed, else "".
+	Terminal string
+	// Deleting: the pod has a deletionTimestamp.
+	Deleting bool
+	// Containers are the kubelet-reported states of every container
+	// (init, app, ephemeral); AllReported is false while some container of
+	// the spec has no status yet.
+	Containers  []containerState
+	AllReported bool
+}
+
+// containerState is one pod-status container entry.
+type containerState struct {
+	ID         string // "containerd://<id>", "" before it was created
+	Running    bool
+	Terminated bool
 }
 
 // podEvent is a Kubernetes Event the reconciler emits for a pod.
@@ -85,12 +101,15 @@ type Pools struct {
 	// unlimited are the pods whose CFS quota the agent removed; their
 	// quota is restored when they leave the exclusive pool.
 	unlimited map[string]bool
+	// finished are pods released because they can no longer run (deleted
+	// with every container exited): they never get CPUs again.
+	finished map[string]bool
 	// topologySource says where the allocator's topology came from.
 	topologySource string
 }
 
 func newPools(s PoolState, p policy, cg cgroupBackend) *Pools {
-	return &Pools{state: s, policy: p, cg: cg, applied: map[string]cpuset.CPUSet{}, seen: map[string]bool{}, settled: map[string]bool{}, unlimited: map[string]bool{}}
+	return &Pools{state: s, policy: p, cg: cg, applied: map[string]cpuset.CPUSet{}, seen: map[string]bool{}, settled: map[string]bool{}, finished: map[string]bool{}, unlimited: map[string]bool{}}
 }
 
 // State returns the read side of the pool state.
@@ -129,9 +148,22 @@ func (m *Pools) Sync(p podInfo, all func() []podInfo) syncResult {
 		res.Events = append(res.Events, podEvent{Reason: "Released", Message: fmt.Sprintf("released exclusive cpus %s: %s", prev.CPUs, why)})
 	}
 
+	why := "pod is no longer managed"
+	if p.Terminal != "" {
+		why = "pod phase " + p.Terminal
+	}
+	if !p.Untouched && had {
+		if w, done := m.exited(p); done {
+			p.Untouched, why = true, w
+			m.finished[p.UID] = true
+		}
+	}
+	if m.finished[p.UID] {
+		p.Untouched = true
+	}
 	switch {
 	case p.Untouched:
-		release("pod is no longer managed")
+		release(why)
 	case p.ReqErr != nil:
 		res.Refusal = Reason(p.ReqErr)
 		res.Status = &Status{Pool: p.Req.Pool, State: StateRefused, Reason: res.Refusal, Error: p.ReqErr.Error(), ObservedGeneration: p.Generation}
@@ -225,6 +257,36 @@ func (m *Pools) syncExclusive(p podInfo, prev Assignment, had bool, res *syncRes
 	}
 }
 
+// exited says whether a deleted pod can no longer run on its CPUs: every
+// container the kubelet reported is terminated, never started, or (when
+// the kubelet's status lags) has an empty or removed cgroup that we had
+// seen before. A container reported running whose cgroup we never saw
+// counts as running: an unknown path proves nothing.
+func (m *Pools) exited(p podInfo) (string, bool) {
+	if p.Terminal != "" || !p.Deleting || !p.AllReported {
+		return "", false
+	}
+	for _, c := range p.Containers {
+		if c.Terminated || c.ID == "" {
+			continue
+		}
+		path, err := m.cg.ContainerPath(p.UID, p.QoS, c.ID)
+		if err != nil {
+			return "", false
+		}
+		if !m.seen[m.cg.CPUSetDir(path)] {
+			if c.Running {
+				return "", false
+			}
+			continue // waiting with the ID of an earlier, exited attempt
+		}
+		if busy, err := m.cg.HasTasks(path); err != nil || busy {
+			return "", false
+		}
+	}
+	return "pod deleted and all its containers exited", true
+}
+
 // Forget releases a deleted pod's CPUs and refreshes the shared pool.
 func (m *Pools) Forget(uid string, all func() []podInfo) syncResult {
 	m.mu.Lock()
@@ -233,6 +295,7 @@ func (m *Pools) Forget(uid string, all func() []podInfo) syncResult {
 	a, had := m.state.Assignment(uid)
 	delete(m.applied, uid)
 	delete(m.unlimited, uid)
+	delete(m.finished, uid)
 	for p := range m.seen {
 		if strings.Contains(p, "pod"+uid) || strings.Contains(p, "pod"+strings.ReplaceAll(uid, "-", "_")) {
 			delete(m.seen, p)
@@ -281,7 +344,7 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 	running := map[string]map[string]bool{} // pod UID -> cpuset dirs of running containers
 	union := cpuset.New()
 	for _, p := range pods {
-		if p.Untouched {
+		if p.Untouched || m.finished[p.UID] {
 			continue
 		}
 		want, excl := m.target(p)

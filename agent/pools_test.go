@@ -19,6 +19,7 @@ type fakeCgroups struct {
 	cpus    map[string]cpuset.CPUSet // existing cgroups
 	quota   map[string]string        // cpu.cfs_quota_us as set
 	failOn  string                   // ApplyPod fails for this pod path
+	tasks   map[string]bool          // cgroups with processes in them
 	applied []podCgroupPlan
 }
 
@@ -52,6 +53,10 @@ func (f *fakeCgroups) QoSPaths() []string {
 	return []string{"/kubepods", "/kubepods/burstable", "/kubepods/besteffort"}
 }
 func (f *fakeCgroups) CPUSetDir(p string) string { return "/cpuset" + p }
+func (f *fakeCgroups) HasTasks(p string) (bool, error) {
+	_, exists := f.cpus[p]
+	return exists && f.tasks[p], nil
+}
 func (f *fakeCgroups) Children(p string) ([]string, error) {
 	if _, ok := f.cpus[p]; !ok {
 		return nil, os.ErrNotExist
@@ -359,6 +364,82 @@ func TestPoolsRuntimeFirstWriteIsNotDrift(t *testing.T) {
 			res = f.m.Sweep(f.all())
 			if res.Drift != 1 || res.DriftUIDs["s1"] != 1 || f.cg.cpus[ctr].String() != "1-7" {
 				t.Fatalf("real drift not counted: %+v", res)
+			}
+		})
+	}
+}
+
+// TestPoolsReleaseWhenDeletedPodExited: a deleted exclusive pod gives its
+// cores back as soon as none of its containers can run on them, and not
+// a moment before.
+func TestPoolsReleaseWhenDeletedPodExited(t *testing.T) {
+	const (
+		idA = "containerd://ctr-a"
+		idB = "containerd://ctr-b"
+	)
+	running := containerState{Running: true}
+	for _, tc := range []struct {
+		name        string
+		deleting    bool
+		allReported bool
+		a, b        containerState
+		tasksA      bool // ctr-a's cgroup still has processes
+		goneA       bool // ctr-a's cgroup removed
+		unknownA    bool // ctr-a reported under an ID whose cgroup we never saw
+		release     bool
+	}{
+		{name: "deleted, both terminated", deleting: true, allReported: true, a: containerState{Terminated: true}, b: containerState{Terminated: true}, release: true},
+		{name: "deleted, one still running", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}, tasksA: true},
+		{name: "deleted, status lags but cgroup empty", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}, release: true},
+		{name: "deleted, status lags but cgroup removed", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}, goneA: true, release: true},
+		{name: "deleted, running under an unknown cgroup", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}, unknownA: true},
+		{name: "deleted, waiting container with live cgroup", deleting: true, allReported: true, a: containerState{}, b: containerState{Terminated: true}, tasksA: true},
+		{name: "deleted, never-started container", deleting: true, allReported: true, a: containerState{}, b: containerState{Terminated: true}, unknownA: true, release: true},
+		{name: "deleted, some status missing", deleting: true, a: containerState{Terminated: true}, b: containerState{Terminated: true}},
+		{name: "not deleted, containers exited (restarting)", allReported: true, a: containerState{Terminated: true}, b: containerState{Terminated: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newPoolsFixture(t)
+			s1 := f.add("s1", QoSBurstable, nil, 1)
+			f.m.Sync(s1, f.all)
+			db := f.add("db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive"}, 2)
+			if res := f.m.Sync(db, f.all); res.AllocatedCPUs != "1-2" || f.cpusOf("s1") != "3-7" {
+				t.Fatalf("allocate: %+v, shared %s", res, f.cpusOf("s1"))
+			}
+			ctrA, _ := f.cg.ContainerPath("db", QoSGuaranteed, idA)
+			f.cg.tasks = map[string]bool{ctrA: tc.tasksA}
+			if tc.goneA {
+				delete(f.cg.cpus, ctrA)
+			}
+			db.Deleting, db.AllReported = tc.deleting, tc.allReported
+			tc.a.ID, tc.b.ID = idA, idB
+			if tc.unknownA {
+				tc.a.ID = "containerd://ctr-x"
+				if !tc.a.Running {
+					tc.a.ID = ""
+				}
+			}
+			db.Containers = []containerState{tc.a, tc.b}
+			f.pods["db"] = db
+			res := f.m.Sync(db, f.all)
+			_, still := f.m.State().Assignment("db")
+			if still == tc.release {
+				t.Fatalf("released %v, want %v: %+v", !still, tc.release, res)
+			}
+			if !tc.release {
+				if got := f.cpusOf("s1"); got != "3-7" {
+					t.Fatalf("shared pool widened while db may still run: %s", got)
+				}
+				return
+			}
+			if got := f.cpusOf("s1"); got != "1-7" || !res.SharedChanged || len(res.Events) != 1 || res.Events[0].Reason != "Released" {
+				t.Fatalf("after release: shared %s, %+v", got, res)
+			}
+			// The dying pod's later updates never take cores again.
+			db.Containers = []containerState{{ID: idA, Running: true}, {ID: idB, Running: true}}
+			f.cg.tasks[ctrA] = true
+			if res := f.m.Sync(db, f.all); res.AllocatedCPUs != "" || len(f.m.State().Assignments()) != 0 {
+				t.Fatalf("finished pod allocated again: %+v", res)
 			}
 		})
 	}

@@ -327,6 +327,7 @@ func (c *controller) podInfo(p *corev1.Pod) podInfo {
 	}
 	for _, sts := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
 		for _, st := range sts {
+			info.Containers = append(info.Containers, containerState{ID: st.ContainerID, Running: st.State.Running != nil, Terminated: st.State.Terminated != nil})
 			if st.ContainerID != "" && st.State.Running != nil {
 				if info.Running == nil {
 					info.Running = map[string]bool{}
@@ -334,6 +335,11 @@ func (c *controller) podInfo(p *corev1.Pod) podInfo {
 				info.Running[st.ContainerID] = true
 			}
 		}
+	}
+	info.AllReported = len(p.Status.ContainerStatuses) >= len(p.Spec.Containers) && len(p.Status.InitContainerStatuses) >= len(p.Spec.InitContainers)
+	info.Deleting = p.DeletionTimestamp != nil
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		info.Terminal = string(p.Status.Phase)
 	}
 	for _, st := range p.Status.ContainerStatuses {
 		if st.ContainerID == "" {
