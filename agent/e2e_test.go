@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/cgpilot/cgpilot/test/harness"
 	"github.com/cgpilot/cgpilot/test/tier"
@@ -202,7 +203,10 @@ func TestE2EExclusiveSharedLifecycle(t *testing.T) {
 
 	// Drift: someone (a kubelet, a person) widens a shared pod's cpuset
 	// to every CPU; the sweep (1 s here) sets it back, with an Event and a
-	// count.
+	// count. This bed reports no container status, so the pod's cgroup
+	// counts as settled (past the runtime's own first writes) only after
+	// the setup window.
+	time.Sleep(defaultSettleAfter)
 	if err := os.WriteFile(filepath.Join(b.sb.Path("cpuset", sRel), "cpuset.cpus"), []byte(all.String()), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -446,12 +450,17 @@ func TestE2EReleaseWhenDeletedPodExits(t *testing.T) {
 		db, dbRel, pids := b.createPod(t, name, QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
 		setState := func(st corev1.ContainerState) {
 			t.Helper()
-			p, err := b.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			// The agent patches the pod's annotations meanwhile.
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				p, err := b.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "postgres", ContainerID: "containerd://postgres", State: st}}
+				_, err = b.cs.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
+				return err
+			})
 			if err != nil {
-				t.Fatal(err)
-			}
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "postgres", ContainerID: "containerd://postgres", State: st}}
-			if _, err := b.cs.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/utils/cpuset"
 )
@@ -71,6 +72,7 @@ type syncResult struct {
 	Written       int
 	Drift         int              // cgroups found off their applied value and rewritten
 	DriftUIDs     map[string]int   // the same, by pod UID
+	DriftPaths    []string         // the files rewritten as drift
 	Failed        map[string]error // write failures by pod UID (this pod or others)
 	Refusal       string           // reason, when refused
 }
@@ -89,15 +91,19 @@ type Pools struct {
 	applied map[string]cpuset.CPUSet
 	// sharedApplied is the shared pool last pushed to every shared pod.
 	sharedApplied *cpuset.CPUSet
-	// seen are the cpuset dirs the agent has set (or found right) before.
-	seen map[string]bool
+	// seen are the cpuset dirs the agent has set (or found right) before,
+	// with when it first did.
+	seen map[string]time.Time
 	// settled are the seen dirs no one but us is expected to write any
-	// more: the pod dir once we set it, a container dir once its runtime is
-	// done (the kubelet reports it running, or a later pass found our value
-	// still in place). Only a rewrite of a settled dir is drift: the
-	// runtime writes a new container's cpuset right after creating it,
-	// possibly just after the watcher let us write it first.
-	settled map[string]bool
+	// more. Only a rewrite of a settled dir is drift: the kubelet and the
+	// runtime write a new pod's and container's cpuset right after mkdir,
+	// possibly just after the watcher let us write it first. A dir
+	// settles when the kubelet reports a container of the pod running
+	// (container dirs: that very container), or settleAfter after we first
+	// saw it (the sandbox, and nodes whose pod status says nothing).
+	settled     map[string]bool
+	settleAfter time.Duration
+	now         func() time.Time
 	// unlimited are the pods whose CFS quota the agent removed; their
 	// quota is restored when they leave the exclusive pool.
 	unlimited map[string]bool
@@ -108,8 +114,12 @@ type Pools struct {
 	topologySource string
 }
 
+// defaultSettleAfter bounds the runtime's setup of a new cgroup (mkdir to
+// its resources written: milliseconds in runc, seconds on a loaded node).
+const defaultSettleAfter = 5 * time.Second
+
 func newPools(s PoolState, p policy, cg cgroupBackend) *Pools {
-	return &Pools{state: s, policy: p, cg: cg, applied: map[string]cpuset.CPUSet{}, seen: map[string]bool{}, settled: map[string]bool{}, finished: map[string]bool{}, unlimited: map[string]bool{}}
+	return &Pools{state: s, policy: p, cg: cg, applied: map[string]cpuset.CPUSet{}, seen: map[string]time.Time{}, settled: map[string]bool{}, settleAfter: defaultSettleAfter, now: time.Now, finished: map[string]bool{}, unlimited: map[string]bool{}}
 }
 
 // State returns the read side of the pool state.
@@ -274,7 +284,7 @@ func (m *Pools) exited(p podInfo) (string, bool) {
 		if err != nil {
 			return "", false
 		}
-		if !m.seen[m.cg.CPUSetDir(path)] {
+		if _, seen := m.seen[m.cg.CPUSetDir(path)]; !seen {
 			if c.Running {
 				return "", false
 			}
@@ -390,19 +400,20 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 		// not change (a value we wrote, changed behind our back).
 		prev, had := m.applied[pl.UID]
 		unchanged := had && prev.Equals(pl.CPUs)
-		wrote := map[string]bool{}
+		now := m.now()
 		for _, w := range written {
 			dir := w
 			if strings.HasPrefix(filepath.Base(w), "cpu") {
 				dir = filepath.Dir(w)
 			}
-			wrote[dir] = true
-			if unchanged && m.settled[dir] {
+			first, seen := m.seen[dir]
+			if unchanged && (m.settled[dir] || (seen && now.Sub(first) >= m.settleAfter)) {
 				res.Drift++
 				if res.DriftUIDs == nil {
 					res.DriftUIDs = map[string]int{}
 				}
 				res.DriftUIDs[pl.UID]++
+				res.DriftPaths = append(res.DriftPaths, w)
 			}
 		}
 		if err == nil {
@@ -412,14 +423,15 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 				delete(m.unlimited, pl.UID)
 			}
 			m.applied[pl.UID] = pl.CPUs
-			podDir := m.cg.CPUSetDir(pl.Path)
-			m.seen[podDir], m.settled[podDir] = true, true
-			for _, c := range pl.Containers {
+			podRunning := len(running[pl.UID]) > 0
+			for i, c := range append([]string{pl.Path}, pl.Containers...) {
 				d := m.cg.CPUSetDir(c)
-				if running[pl.UID][d] || (m.seen[d] && !wrote[d]) {
+				if _, ok := m.seen[d]; !ok {
+					m.seen[d] = now
+				}
+				if running[pl.UID][d] || (i == 0 && podRunning) {
 					m.settled[d] = true
 				}
-				m.seen[d] = true
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/utils/cpuset"
 )
@@ -113,16 +114,22 @@ func (f *fakeCgroups) ApplyPod(p podCgroupPlan) ([]string, error) {
 }
 
 type poolsFixture struct {
-	t    *testing.T
-	cg   *fakeCgroups
-	m    *Pools
-	pods map[string]podInfo
+	t     *testing.T
+	cg    *fakeCgroups
+	m     *Pools
+	pods  map[string]podInfo
+	clock time.Time // the pool manager's now
 }
+
+// advance moves the pool manager's clock.
+func (f *poolsFixture) advance(d time.Duration) { f.clock = f.clock.Add(d) }
 
 func newPoolsFixture(t *testing.T) *poolsFixture {
 	cg := newFakeCgroups()
 	s := newMemState(mustSet(t, "0-7"), mustSet(t, "0"))
-	return &poolsFixture{t: t, cg: cg, m: newPools(s, policy{alloc: firstFit{}, capFraction: 2.0 / 3.0}, cg), pods: map[string]podInfo{}}
+	f := &poolsFixture{t: t, cg: cg, m: newPools(s, policy{alloc: firstFit{}, capFraction: 2.0 / 3.0}, cg), pods: map[string]podInfo{}, clock: time.Unix(1e9, 0)}
+	f.m.now = func() time.Time { return f.clock }
+	return f
 }
 
 func (f *poolsFixture) all() []podInfo {
@@ -282,7 +289,9 @@ func TestPoolsUntouchedAndLateContainers(t *testing.T) {
 	if res.Written != 1 || res.Drift != 0 || f.cpusOf("s1") != "1-7" {
 		t.Fatalf("late container: written %d drift %d cpus %s", res.Written, res.Drift, f.cpusOf("s1"))
 	}
-	// Someone rewrites a container we set: the sweep puts it back, as drift.
+	// Someone rewrites a container we set (past the runtime's setup
+	// window): the sweep puts it back, as drift.
+	f.advance(f.m.settleAfter)
 	f.cg.cpus["/kubepods/burstable/pods1/ctr-a"] = cpuset.New(0)
 	res = f.m.Sweep(f.all())
 	if res.Drift != 1 || res.DriftUIDs["s1"] != 1 || f.cpusOf("s1") != "1-7" {
@@ -354,11 +363,17 @@ func TestPoolsRuntimeFirstWriteIsNotDrift(t *testing.T) {
 				t.Fatalf("runtime's first write counted as drift: %+v, cpus %s", res, f.cg.cpus[ctr])
 			}
 			if !tc.running {
-				// Nothing reported yet: a pass that finds our value in
-				// place settles the container.
+				// Nothing reported yet: a quick pass finding our value in
+				// place proves nothing (the runtime may not have written
+				// yet); the setup window passing settles the container.
 				if res := f.m.Sweep(f.all()); res.Written != 0 || res.Drift != 0 {
 					t.Fatalf("quiet sweep: %+v", res)
 				}
+				f.cg.cpus[ctr] = all
+				if res := f.m.Sweep(f.all()); res.Written != 1 || res.Drift != 0 {
+					t.Fatalf("runtime write after a quiet pass counted as drift: %+v", res)
+				}
+				f.advance(f.m.settleAfter)
 			}
 			f.cg.cpus[ctr] = all // now someone really changes it
 			res = f.m.Sweep(f.all())

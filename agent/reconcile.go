@@ -445,9 +445,6 @@ func (c *controller) sweep(ctx context.Context) {
 	c.refreshKubeletState()
 	res := c.pools.Sweep(c.allPods())
 	c.metrics.observe(c.pools.State(), res, time.Time{}, false)
-	if res.Drift > 0 {
-		c.log.Info("corrected drift", "cgroups", res.Drift)
-	}
 	c.emitDrift(ctx, res)
 	for uid := range res.Failed {
 		if objs, _ := c.indexer.ByIndex(uidIndex, uid); len(objs) == 1 {
@@ -462,6 +459,9 @@ func (c *controller) sweep(ctx context.Context) {
 // emitDrift sends one Event per pod whose cgroups were found changed behind
 // the agent's back and set again.
 func (c *controller) emitDrift(ctx context.Context, res syncResult) {
+	if len(res.DriftPaths) > 0 {
+		c.log.Info("drift: cgroup files changed by someone else, set back", "files", res.DriftPaths)
+	}
 	for uid, n := range res.DriftUIDs {
 		objs, _ := c.indexer.ByIndex(uidIndex, uid)
 		if len(objs) != 1 {
