@@ -34,7 +34,7 @@ func noIRQReason(warns []topology.Warning) string {
 			return w.String()
 		}
 	}
-	return "/proc/interrupts lists no IRQs"
+	return "the interrupts file lists no IRQs"
 }
 
 func (a topologyAllocator) Allocate(available cpuset.CPUSet, n int, o AllocOptions) (cpuset.CPUSet, error) {
