@@ -54,6 +54,13 @@ type cgroupBackend interface {
 	// Children lists the child cgroups of path; a missing path gives an
 	// error wrapping os.ErrNotExist.
 	Children(path string) ([]string, error)
+	// KnownChildren is Children from a cache the cgroup watcher keeps
+	// current (ForgetChildren on every create and remove); the refresh of
+	// every shared pod reads it instead of listing 200 directories.
+	KnownChildren(path string) ([]string, error)
+	// ForgetChildren drops the cached listing of the cpuset dir dir, or
+	// all of them for "".
+	ForgetChildren(dir string)
 	// ReadCPUs reads cpuset.cpus.
 	ReadCPUs(path string) (cpuset.CPUSet, error)
 	// WidenCPUs makes path's cpuset a superset of cpus (QoS parents hold

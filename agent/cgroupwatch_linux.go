@@ -53,6 +53,7 @@ func (c *controller) watchCgroups(ctx context.Context, cg cgroupBackend) error {
 				if !ok {
 					return
 				}
+				cg.ForgetChildren("")
 				c.log.Error(err, "cgroup watch; the sweep covers missed events")
 			case ev, ok := <-w.Events:
 				if !ok {
@@ -60,6 +61,12 @@ func (c *controller) watchCgroups(ctx context.Context, cg cgroupBackend) error {
 				}
 				at := time.Now()
 				parent, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
+				if !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Remove) && !ev.Has(fsnotify.Rename) {
+					continue // our own (and others') writes to cgroup files
+				}
+				// Before the pod is queued: its reconcile must list afresh.
+				cg.ForgetChildren(parent)
+				cg.ForgetChildren(ev.Name)
 				podUID, isPod := podDirUID(base)
 				parentUID, inPod := podDirUID(filepath.Base(parent))
 				if ev.Has(fsnotify.Remove) && qos[filepath.Dir(parent)] && inPod {
@@ -75,6 +82,7 @@ func (c *controller) watchCgroups(ctx context.Context, cg cgroupBackend) error {
 				switch {
 				case qos[parent] && isPod:
 					_ = w.Add(ev.Name)
+					cg.ForgetChildren(ev.Name) // a listing cached before the watch may miss a container
 					// A container made before the watch was added has no
 					// event of its own: count it as late from now.
 					late := false

@@ -336,6 +336,7 @@ func (m *Pools) Sweep(all []podInfo) syncResult {
 	defer m.mu.Unlock()
 	var res syncResult
 	res.SharedPool = m.state.SharedPool()
+	m.cg.ForgetChildren("") // the backstop lists afresh: inotify may have missed something
 	res.Written = m.apply(all, "", &res)
 	return res
 }
@@ -363,7 +364,7 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 			fail(p.UID, fmt.Errorf("%w: pod %s: %v", ErrCgroupWrite, p.Key, err))
 			continue
 		}
-		children, _ := m.cg.Children(pp) // missing pod dir: not created yet
+		children, _ := m.cg.KnownChildren(pp) // missing pod dir: not created yet
 		plan := podCgroupPlan{UID: p.UID, Path: pp, Containers: children, CPUs: want, UnlimitedQuota: excl}
 		if !excl && m.unlimited[p.UID] {
 			plan.RestoreQuota = m.kubeletQuota(p)
