@@ -72,7 +72,7 @@ func (f *fakeCgroups) Children(p string) ([]string, error) {
 	return out, nil
 }
 func (f *fakeCgroups) KnownChildren(p string) ([]string, error) { return f.Children(p) }
-func (f *fakeCgroups) ForgetChildren(string)                     {}
+func (f *fakeCgroups) ForgetChildren(string)                    {}
 func (f *fakeCgroups) ReadCPUs(p string) (cpuset.CPUSet, error) {
 	c, ok := f.cpus[p]
 	if !ok {
