@@ -526,3 +526,54 @@ func TestE2EReleaseWhenDeletedPodExits(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EForceDeleteWaitsForContainers: a force delete removes the pod
+// object at once, while its container still runs until the kubelet kills
+// it; the core goes back only after the container has exited.
+func TestE2EForceDeleteWaitsForContainers(t *testing.T) {
+	b := newBed(t)
+	_, sRel, _ := b.createPod(t, "web", QoSBurstable, nil, "app")
+	c := b.startAgent(t)
+	all := mustSet(t, b.cfg.CPUs)
+	ctx := context.Background()
+	db, dbRel, pids := b.createPod(t, "db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := b.cs.CoreV1().Pods("default").Get(ctx, "db", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "postgres", ContainerID: "containerd://postgres", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+		_, err = b.cs.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var excl string
+	eventually(t, "exclusive allocation, container status seen", func() (bool, string) {
+		_, ann := b.status(t, "db")
+		excl = ann[AnnotationAllocatedCPUs]
+		p, _ := b.cs.CoreV1().Pods("default").Get(ctx, "db", metav1.GetOptions{})
+		seen := p != nil && len(p.Status.ContainerStatuses) == 1
+		return seen && excl != "" && b.cpus(dbRel+"/postgres") == excl, excl
+	})
+	zero := int64(0)
+	if err := b.cs.CoreV1().Pods("default").Delete(ctx, "db", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pod object gone", func() (bool, string) {
+		_, err := b.cs.CoreV1().Pods("default").Get(ctx, "db", metav1.GetOptions{})
+		return err != nil, fmt.Sprint(err)
+	})
+	time.Sleep(b.cfg.SweepInterval.Duration + 500*time.Millisecond)
+	if _, held := c.pools.State().Assignment(string(db.UID)); !held || b.cpus(sRel+"/app") == all.String() {
+		t.Fatalf("core handed back while the force-deleted pod's container still runs (shared %s)", b.cpus(sRel+"/app"))
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "core given back after the container exited", func() (bool, string) {
+		_, held := c.pools.State().Assignment(string(db.UID))
+		return !held && b.cpus(sRel+"/app") == all.String(), b.cpus(sRel + "/app")
+	})
+}

@@ -297,6 +297,33 @@ func (m *Pools) exited(p podInfo) (string, bool) {
 	return "pod deleted and all its containers exited", true
 }
 
+// stillRunning says whether a container of p that was not reported
+// terminated still has processes in a cgroup we had seen (a pod gone from
+// the API after a force delete keeps running until the kubelet kills it).
+func (m *Pools) stillRunning(p podInfo) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, had := m.state.Assignment(p.UID); !had {
+		return false // nothing to hold back
+	}
+	for _, c := range p.Containers {
+		if c.Terminated || c.ID == "" {
+			continue
+		}
+		path, err := m.cg.ContainerPath(p.UID, p.QoS, c.ID)
+		if err != nil {
+			continue
+		}
+		if _, seen := m.seen[m.cg.CPUSetDir(path)]; !seen {
+			continue
+		}
+		if busy, err := m.cg.HasTasks(path); err == nil && busy {
+			return true
+		}
+	}
+	return false
+}
+
 // Forget releases a deleted pod's CPUs and refreshes the shared pool.
 func (m *Pools) Forget(uid string, all func() []podInfo) syncResult {
 	m.mu.Lock()

@@ -52,12 +52,22 @@ type controller struct {
 
 type knownPod struct {
 	UID, Namespace, Name string
+	// last is the pod as last seen, for its containers once it is gone.
+	last podInfo
+	// goneAt is when the reconciler first found the pod gone from the API
+	// while a container of it still ran.
+	goneAt time.Time
 }
 
+// maxWaitGone bounds how long a force-deleted pod's cores wait for its
+// containers to exit (the kubelet kills them within seconds).
+const maxWaitGone = time.Minute
+
 func (c *controller) rememberPod(p *corev1.Pod) {
+	info := c.podInfo(p)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.known[p.Namespace+"/"+p.Name] = &knownPod{string(p.UID), p.Namespace, p.Name}
+	c.known[p.Namespace+"/"+p.Name] = &knownPod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, last: info}
 }
 
 func (c *controller) runWorker(ctx context.Context) {
@@ -100,6 +110,28 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 		if prev == nil {
 			return nil
 		}
+		// Force-deleted (the object went at once): the cores stay the
+		// pod's until its containers have exited.
+		c.mu.Lock()
+		if prev.goneAt.IsZero() {
+			prev.goneAt = time.Now()
+		}
+		waited := time.Since(prev.goneAt)
+		c.mu.Unlock()
+		if c.pools.stillRunning(prev.last) {
+			if waited < maxWaitGone {
+				if timed { // the release latency counts from the delete
+					c.mu.Lock()
+					if _, pending := c.since[key]; !pending {
+						c.since[key] = since
+					}
+					c.mu.Unlock()
+				}
+				c.queue.AddAfter(key, 100*time.Millisecond)
+				return nil
+			}
+			c.log.Info("deleted pod's containers still run; releasing its cpus anyway", "pod", key, "waited", waited)
+		}
 		res := c.pools.Forget(prev.UID, c.allPods)
 		c.report(ctx, prev, nil, res, since, timed)
 		c.mu.Lock()
@@ -125,7 +157,7 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 	if late && res.Written > 0 {
 		c.metrics.lateLatency.Observe(time.Since(lateAt).Seconds())
 	}
-	c.report(ctx, &knownPod{info.UID, info.Namespace, info.Name}, pod, res, since, timed)
+	c.report(ctx, &knownPod{UID: info.UID, Namespace: info.Namespace, Name: info.Name}, pod, res, since, timed)
 	return failure(res)
 }
 
@@ -156,7 +188,7 @@ func (c *controller) report(ctx context.Context, who *knownPod, pod *corev1.Pod,
 		// its own Event, and its own retry.
 		if objs, _ := c.indexer.ByIndex(uidIndex, uid); len(objs) == 1 {
 			if p, ok := objs[0].(*corev1.Pod); ok {
-				c.events.emit(ctx, &knownPod{uid, p.Namespace, p.Name}, podEvent{Warning: true, Reason: "CgroupWriteFailed", Message: err.Error()})
+				c.events.emit(ctx, &knownPod{UID: uid, Namespace: p.Namespace, Name: p.Name}, podEvent{Warning: true, Reason: "CgroupWriteFailed", Message: err.Error()})
 				c.queue.AddRateLimited(p.Namespace + "/" + p.Name)
 			}
 		}
@@ -471,7 +503,7 @@ func (c *controller) emitDrift(ctx context.Context, res syncResult) {
 		if !ok {
 			continue
 		}
-		c.events.emit(ctx, &knownPod{uid, p.Namespace, p.Name}, podEvent{Warning: true, Reason: "DriftCorrected",
+		c.events.emit(ctx, &knownPod{UID: uid, Namespace: p.Namespace, Name: p.Name}, podEvent{Warning: true, Reason: "DriftCorrected",
 			Message: fmt.Sprintf("%d cgroup file(s) had been changed by someone else; set back to the pod's pool", n)})
 	}
 }
