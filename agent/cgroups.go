@@ -73,9 +73,12 @@ type cgroupBackend interface {
 	// ContainerPath is a container's cgroup path from its pod status ID
 	// ("containerd://<id>").
 	ContainerPath(uid string, qos QoSClass, containerID string) (string, error)
-	// HasTasks reports whether any process is in path's cpuset cgroup; a
-	// missing cgroup has none.
-	HasTasks(path string) (bool, error)
+	// MayRun reports whether a process may still be in path's cgroup:
+	// true while the cgroup exists. cgroup.procs cannot prove it empty: it
+	// lists only the processes of the reader's PID namespace, and the agent
+	// runs in its own. The runtime removes a container's cgroup when it
+	// deletes the exited task.
+	MayRun(path string) (bool, error)
 	// CPUSetDir is the directory of path in the cpuset hierarchy (the one
 	// watched for new cgroups).
 	CPUSetDir(path string) string

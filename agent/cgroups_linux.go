@@ -142,15 +142,12 @@ func (b *cgroupPkg) ForgetChildren(dir string) {
 	delete(b.kids, dir)
 }
 
-func (b *cgroupPkg) HasTasks(p string) (bool, error) {
-	procs, err := os.ReadFile(path.Join(b.CPUSetDir(p), "cgroup.procs"))
+func (b *cgroupPkg) MayRun(p string) (bool, error) {
+	_, err := os.Stat(b.CPUSetDir(p))
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	return len(strings.TrimSpace(string(procs))) > 0, nil
+	return err == nil, err
 }
 
 // ReadCPUs reads cpuset.cpus through opencontainers/cgroups' confined

@@ -21,7 +21,7 @@
 //
 // A deleted exclusive pod gives its cores back as soon as it can no longer
 // run on them (every container reported terminated, or its container
-// cgroups seen empty or removed), not when the pod object goes; never
+// cgroups removed by the runtime), not when the pod object goes; never
 // while a container the kubelet reports running has a cgroup we cannot
 // vouch for. Drift is a value we wrote changed behind our back: a cgroup
 // counts once it settled (its container reported running, or 5 s after we

@@ -569,8 +569,22 @@ func TestE2EForceDeleteWaitsForContainers(t *testing.T) {
 	if _, held := c.pools.State().Assignment(string(db.UID)); !held || b.cpus(sRel+"/app") == all.String() {
 		t.Fatalf("core handed back while the force-deleted pod's container still runs (shared %s)", b.cpus(sRel+"/app"))
 	}
+	// The container exits; the runtime then deletes its cgroups.
 	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
+	}
+	eventually(t, "container gone from its cgroup", func() (bool, string) {
+		procs, _ := os.ReadFile(filepath.Join(b.sb.Path("cpuset", dbRel+"/postgres"), "cgroup.procs"))
+		return len(strings.TrimSpace(string(procs))) == 0, string(procs)
+	})
+	time.Sleep(300 * time.Millisecond)
+	if _, held := c.pools.State().Assignment(string(db.UID)); !held {
+		t.Fatalf("core handed back before the runtime removed the container's cgroup (an empty cgroup.procs proves nothing across PID namespaces)")
+	}
+	for _, h := range []string{"cpuset", "cpu"} {
+		if err := syscall.Rmdir(b.sb.Path(h, dbRel+"/postgres")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	eventually(t, "core given back after the container exited", func() (bool, string) {
 		_, held := c.pools.State().Assignment(string(db.UID))

@@ -269,8 +269,8 @@ func (m *Pools) syncExclusive(p podInfo, prev Assignment, had bool, res *syncRes
 
 // exited says whether a deleted pod can no longer run on its CPUs: every
 // container the kubelet reported is terminated, never started, or (when
-// the kubelet's status lags) has an empty or removed cgroup that we had
-// seen before. A container reported running whose cgroup we never saw
+// the kubelet's status lags) has a cgroup we had seen that the runtime has
+// now removed. A container reported running whose cgroup we never saw
 // counts as running: an unknown path proves nothing.
 func (m *Pools) exited(p podInfo) (string, bool) {
 	if p.Terminal != "" || !p.Deleting || !p.AllReported {
@@ -290,7 +290,7 @@ func (m *Pools) exited(p podInfo) (string, bool) {
 			}
 			continue // waiting with the ID of an earlier, exited attempt
 		}
-		if busy, err := m.cg.HasTasks(path); err != nil || busy {
+		if alive, err := m.cg.MayRun(path); err != nil || alive {
 			return "", false
 		}
 	}
@@ -298,8 +298,8 @@ func (m *Pools) exited(p podInfo) (string, bool) {
 }
 
 // stillRunning says whether a container of p that was not reported
-// terminated still has processes in a cgroup we had seen (a pod gone from
-// the API after a force delete keeps running until the kubelet kills it).
+// terminated still has a cgroup we had seen (a pod gone from the API after
+// a force delete keeps running until the kubelet kills it).
 func (m *Pools) stillRunning(p podInfo) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -317,7 +317,7 @@ func (m *Pools) stillRunning(p podInfo) bool {
 		if _, seen := m.seen[m.cg.CPUSetDir(path)]; !seen {
 			continue
 		}
-		if busy, err := m.cg.HasTasks(path); err == nil && busy {
+		if alive, err := m.cg.MayRun(path); err != nil || alive {
 			return true
 		}
 	}

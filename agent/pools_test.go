@@ -20,7 +20,6 @@ type fakeCgroups struct {
 	cpus    map[string]cpuset.CPUSet // existing cgroups
 	quota   map[string]string        // cpu.cfs_quota_us as set
 	failOn  string                   // ApplyPod fails for this pod path
-	tasks   map[string]bool          // cgroups with processes in them
 	applied []podCgroupPlan
 }
 
@@ -54,9 +53,9 @@ func (f *fakeCgroups) QoSPaths() []string {
 	return []string{"/kubepods", "/kubepods/burstable", "/kubepods/besteffort"}
 }
 func (f *fakeCgroups) CPUSetDir(p string) string { return "/cpuset" + p }
-func (f *fakeCgroups) HasTasks(p string) (bool, error) {
+func (f *fakeCgroups) MayRun(p string) (bool, error) {
 	_, exists := f.cpus[p]
-	return exists && f.tasks[p], nil
+	return exists, nil
 }
 func (f *fakeCgroups) Children(p string) ([]string, error) {
 	if _, ok := f.cpus[p]; !ok {
@@ -400,17 +399,16 @@ func TestPoolsReleaseWhenDeletedPodExited(t *testing.T) {
 		deleting    bool
 		allReported bool
 		a, b        containerState
-		tasksA      bool // ctr-a's cgroup still has processes
 		goneA       bool // ctr-a's cgroup removed
 		unknownA    bool // ctr-a reported under an ID whose cgroup we never saw
 		release     bool
 	}{
 		{name: "deleted, both terminated", deleting: true, allReported: true, a: containerState{Terminated: true}, b: containerState{Terminated: true}, release: true},
-		{name: "deleted, one still running", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}, tasksA: true},
-		{name: "deleted, status lags but cgroup empty", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}, release: true},
+		{name: "deleted, one still running", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}},
+		{name: "deleted, exited but its cgroup not yet removed", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}},
 		{name: "deleted, status lags but cgroup removed", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}, goneA: true, release: true},
 		{name: "deleted, running under an unknown cgroup", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}, unknownA: true},
-		{name: "deleted, waiting container with live cgroup", deleting: true, allReported: true, a: containerState{}, b: containerState{Terminated: true}, tasksA: true},
+		{name: "deleted, waiting container with live cgroup", deleting: true, allReported: true, a: containerState{}, b: containerState{Terminated: true}},
 		{name: "deleted, never-started container", deleting: true, allReported: true, a: containerState{}, b: containerState{Terminated: true}, unknownA: true, release: true},
 		{name: "deleted, some status missing", deleting: true, a: containerState{Terminated: true}, b: containerState{Terminated: true}},
 		{name: "not deleted, containers exited (restarting)", allReported: true, a: containerState{Terminated: true}, b: containerState{Terminated: true}},
@@ -424,7 +422,6 @@ func TestPoolsReleaseWhenDeletedPodExited(t *testing.T) {
 				t.Fatalf("allocate: %+v, shared %s", res, f.cpusOf("s1"))
 			}
 			ctrA, _ := f.cg.ContainerPath("db", QoSGuaranteed, idA)
-			f.cg.tasks = map[string]bool{ctrA: tc.tasksA}
 			if tc.goneA {
 				delete(f.cg.cpus, ctrA)
 			}
@@ -454,7 +451,7 @@ func TestPoolsReleaseWhenDeletedPodExited(t *testing.T) {
 			}
 			// The dying pod's later updates never take cores again.
 			db.Containers = []containerState{{ID: idA, Running: true}, {ID: idB, Running: true}}
-			f.cg.tasks[ctrA] = true
+			f.cg.cpus[ctrA] = cpuset.New(1, 2)
 			if res := f.m.Sync(db, f.all); res.AllocatedCPUs != "" || len(f.m.State().Assignments()) != 0 {
 				t.Fatalf("finished pod allocated again: %+v", res)
 			}
