@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strings"
+	"sync"
 
 	occgroups "github.com/opencontainers/cgroups"
 	"k8s.io/utils/cpuset"
@@ -20,6 +22,9 @@ import (
 type cgroupPkg struct {
 	layout *cgroup.Layout
 	writer *cgroup.Writer
+
+	mu   sync.Mutex
+	kids map[string][]string // cpuset dir -> child cgroup paths (KnownChildren)
 }
 
 // newBackend resolves the node's cgroup layout below cfg.CgroupRoot.
@@ -38,7 +43,7 @@ func newBackend(cfg Config) (cgroupBackend, error) {
 	if _, err := os.Stat(filepathOf(layout, cfg.CgroupParent)); err != nil {
 		return nil, fmt.Errorf("%w: kubepods cgroup %s: %v (set cgroupRoot/cgroupParent)", ErrInvalidConfig, cfg.CgroupParent, err)
 	}
-	return &cgroupPkg{layout: layout, writer: cgroup.NewWriter(cgroup.WriterOptions{})}, nil
+	return &cgroupPkg{layout: layout, writer: cgroup.NewWriter(cgroup.WriterOptions{}), kids: map[string][]string{}}, nil
 }
 
 // mountsBelow checks that the hierarchies the agent writes are mounted
@@ -95,17 +100,54 @@ func (b *cgroupPkg) QoSPaths() []string {
 func (b *cgroupPkg) CPUSetDir(p string) string { return filepathOf(b.layout, p) }
 
 func (b *cgroupPkg) Children(p string) ([]string, error) {
-	entries, err := os.ReadDir(b.CPUSetDir(p))
+	dir := b.CPUSetDir(p)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
+		b.ForgetChildren(dir)
 		return nil, err
 	}
-	var out []string
+	out := []string{}
 	for _, e := range entries {
 		if e.IsDir() {
 			out = append(out, path.Join(p, e.Name()))
 		}
 	}
-	return out, nil
+	b.mu.Lock()
+	b.kids[dir] = out
+	b.mu.Unlock()
+	return slices.Clone(out), nil
+}
+
+// KnownChildren serves a listing from the cache. A listing gone stale
+// between a mkdir and its inotify event is safe: the writer refuses a
+// narrowing with an unplanned child (ApplyPod then lists afresh), and the
+// event itself queues the pod again.
+func (b *cgroupPkg) KnownChildren(p string) ([]string, error) {
+	b.mu.Lock()
+	kids, ok := b.kids[b.CPUSetDir(p)]
+	b.mu.Unlock()
+	if ok {
+		return slices.Clone(kids), nil
+	}
+	return b.Children(p)
+}
+
+func (b *cgroupPkg) ForgetChildren(dir string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if dir == "" {
+		clear(b.kids)
+		return
+	}
+	delete(b.kids, dir)
+}
+
+func (b *cgroupPkg) MayRun(p string) (bool, error) {
+	_, err := os.Stat(b.CPUSetDir(p))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // ReadCPUs reads cpuset.cpus through opencontainers/cgroups' confined
