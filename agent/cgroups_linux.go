@@ -43,7 +43,31 @@ func newBackend(cfg Config) (cgroupBackend, error) {
 	if _, err := os.Stat(filepathOf(layout, cfg.CgroupParent)); err != nil {
 		return nil, fmt.Errorf("%w: kubepods cgroup %s: %v (set cgroupRoot/cgroupParent)", ErrInvalidConfig, cfg.CgroupParent, err)
 	}
+	if mounts.Mode == cgroup.ModeUnified {
+		if err := v2ControllersEnabled(filepathOf(layout, cfg.CgroupParent)); err != nil {
+			return nil, err
+		}
+	}
 	return &cgroupPkg{layout: layout, writer: cgroup.NewWriter(cgroup.WriterOptions{}), kids: map[string][]string{}}, nil
+}
+
+// v2ControllersEnabled checks that kubepods hands the cpu and cpuset
+// controllers to its children (the QoS and Guaranteed pod cgroups): on v2
+// a cgroup has cpuset.cpus and cpu.max only when its parent enables them,
+// and without them every write would fail on a missing file.
+func v2ControllersEnabled(kubepods string) error {
+	file := path.Join(kubepods, "cgroup.subtree_control")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	enabled := strings.Fields(string(b))
+	for _, c := range []string{"cpu", "cpuset"} {
+		if !slices.Contains(enabled, c) {
+			return fmt.Errorf("%w: %s is %q: the %s controller is not enabled for the pods below kubepods", ErrInvalidConfig, file, strings.TrimSpace(string(b)), c)
+		}
+	}
+	return nil
 }
 
 // mountsBelow checks that the hierarchies the agent writes are mounted
@@ -172,6 +196,12 @@ func (b *cgroupPkg) WidenCPUs(p string, cpus cpuset.CPUSet) (int, error) {
 	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrCgroupWrite, err)
+	}
+	if cur.IsEmpty() && b.layout.Mounts().Mode == cgroup.ModeUnified {
+		// An empty v2 cpuset.cpus asks for nothing: the cgroup has all of
+		// its parent's CPUs. Writing the union would narrow it to the
+		// targets, confining the pods the agent leaves alone.
+		return 0, nil
 	}
 	u := cur.Union(cpus)
 	if u.Equals(cur) {
