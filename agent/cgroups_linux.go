@@ -143,9 +143,10 @@ func (b *cgroupPkg) Children(p string) ([]string, error) {
 }
 
 // KnownChildren serves a listing from the cache. A listing gone stale
-// between a mkdir and its inotify event is safe: the writer refuses a
-// narrowing with an unplanned child (ApplyPod then lists afresh), and the
-// event itself queues the pod again.
+// between a mkdir and its inotify event is safe: the event queues the pod
+// again, which is then listed afresh; meanwhile, on v1 the writer refuses a
+// narrowing with an unplanned child (ApplyPod then lists afresh), and on v2
+// the unwritten child inherits the pod's CPUs.
 func (b *cgroupPkg) KnownChildren(p string) ([]string, error) {
 	b.mu.Lock()
 	kids, ok := b.kids[b.CPUSetDir(p)]

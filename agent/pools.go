@@ -391,7 +391,16 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 			fail(p.UID, fmt.Errorf("%w: pod %s: %v", ErrCgroupWrite, p.Key, err))
 			continue
 		}
-		children, _ := m.cg.KnownChildren(pp) // missing pod dir: not created yet
+		// The pod being synced is listed afresh; the others of a pool-wide
+		// refresh come from the watcher's cache. A stale cache is caught on
+		// v1 (the writer refuses an unplanned child), not on v2, where an
+		// unwritten child simply inherits the pod's CPUs until its own
+		// inotify event syncs it.
+		list := m.cg.KnownChildren
+		if p.UID == trigger {
+			list = m.cg.Children
+		}
+		children, _ := list(pp) // missing pod dir: not created yet
 		plan := podCgroupPlan{UID: p.UID, Path: pp, Containers: children, CPUs: want, UnlimitedQuota: excl}
 		if !excl && m.unlimited[p.UID] {
 			plan.RestoreQuota = m.kubeletQuota(p)
