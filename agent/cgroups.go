@@ -54,6 +54,13 @@ type cgroupBackend interface {
 	// Children lists the child cgroups of path; a missing path gives an
 	// error wrapping os.ErrNotExist.
 	Children(path string) ([]string, error)
+	// KnownChildren is Children from a cache the cgroup watcher keeps
+	// current (ForgetChildren on every create and remove); the refresh of
+	// every shared pod reads it instead of listing 200 directories.
+	KnownChildren(path string) ([]string, error)
+	// ForgetChildren drops the cached listing of the cpuset dir dir, or
+	// all of them for "".
+	ForgetChildren(dir string)
 	// ReadCPUs reads cpuset.cpus.
 	ReadCPUs(path string) (cpuset.CPUSet, error)
 	// WidenCPUs makes path's cpuset a superset of cpus (QoS parents hold
@@ -66,6 +73,12 @@ type cgroupBackend interface {
 	// ContainerPath is a container's cgroup path from its pod status ID
 	// ("containerd://<id>").
 	ContainerPath(uid string, qos QoSClass, containerID string) (string, error)
+	// MayRun reports whether a process may still be in path's cgroup:
+	// true while the cgroup exists. cgroup.procs cannot prove it empty: it
+	// lists only the processes of the reader's PID namespace, and the agent
+	// runs in its own. The runtime removes a container's cgroup when it
+	// deletes the exited task.
+	MayRun(path string) (bool, error)
 	// CPUSetDir is the directory of path in the cpuset hierarchy (the one
 	// watched for new cgroups).
 	CPUSetDir(path string) string

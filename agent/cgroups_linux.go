@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strings"
+	"sync"
 
 	occgroups "github.com/opencontainers/cgroups"
 	"k8s.io/utils/cpuset"
@@ -20,6 +22,9 @@ import (
 type cgroupPkg struct {
 	layout *cgroup.Layout
 	writer *cgroup.Writer
+
+	mu   sync.Mutex
+	kids map[string][]string // cpuset dir -> child cgroup paths (KnownChildren)
 }
 
 // newBackend resolves the node's cgroup layout below cfg.CgroupRoot.
@@ -38,7 +43,31 @@ func newBackend(cfg Config) (cgroupBackend, error) {
 	if _, err := os.Stat(filepathOf(layout, cfg.CgroupParent)); err != nil {
 		return nil, fmt.Errorf("%w: kubepods cgroup %s: %v (set cgroupRoot/cgroupParent)", ErrInvalidConfig, cfg.CgroupParent, err)
 	}
-	return &cgroupPkg{layout: layout, writer: cgroup.NewWriter(cgroup.WriterOptions{})}, nil
+	if mounts.Mode == cgroup.ModeUnified {
+		if err := v2ControllersEnabled(filepathOf(layout, cfg.CgroupParent)); err != nil {
+			return nil, err
+		}
+	}
+	return &cgroupPkg{layout: layout, writer: cgroup.NewWriter(cgroup.WriterOptions{}), kids: map[string][]string{}}, nil
+}
+
+// v2ControllersEnabled checks that kubepods hands the cpu and cpuset
+// controllers to its children (the QoS and Guaranteed pod cgroups): on v2
+// a cgroup has cpuset.cpus and cpu.max only when its parent enables them,
+// and without them every write would fail on a missing file.
+func v2ControllersEnabled(kubepods string) error {
+	file := path.Join(kubepods, "cgroup.subtree_control")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	enabled := strings.Fields(string(b))
+	for _, c := range []string{"cpu", "cpuset"} {
+		if !slices.Contains(enabled, c) {
+			return fmt.Errorf("%w: %s is %q: the %s controller is not enabled for the pods below kubepods", ErrInvalidConfig, file, strings.TrimSpace(string(b)), c)
+		}
+	}
+	return nil
 }
 
 // mountsBelow checks that the hierarchies the agent writes are mounted
@@ -95,17 +124,55 @@ func (b *cgroupPkg) QoSPaths() []string {
 func (b *cgroupPkg) CPUSetDir(p string) string { return filepathOf(b.layout, p) }
 
 func (b *cgroupPkg) Children(p string) ([]string, error) {
-	entries, err := os.ReadDir(b.CPUSetDir(p))
+	dir := b.CPUSetDir(p)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
+		b.ForgetChildren(dir)
 		return nil, err
 	}
-	var out []string
+	out := []string{}
 	for _, e := range entries {
 		if e.IsDir() {
 			out = append(out, path.Join(p, e.Name()))
 		}
 	}
-	return out, nil
+	b.mu.Lock()
+	b.kids[dir] = out
+	b.mu.Unlock()
+	return slices.Clone(out), nil
+}
+
+// KnownChildren serves a listing from the cache. A listing gone stale
+// between a mkdir and its inotify event is safe: the event queues the pod
+// again, which is then listed afresh; meanwhile, on v1 the writer refuses a
+// narrowing with an unplanned child (ApplyPod then lists afresh), and on v2
+// the unwritten child inherits the pod's CPUs.
+func (b *cgroupPkg) KnownChildren(p string) ([]string, error) {
+	b.mu.Lock()
+	kids, ok := b.kids[b.CPUSetDir(p)]
+	b.mu.Unlock()
+	if ok {
+		return slices.Clone(kids), nil
+	}
+	return b.Children(p)
+}
+
+func (b *cgroupPkg) ForgetChildren(dir string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if dir == "" {
+		clear(b.kids)
+		return
+	}
+	delete(b.kids, dir)
+}
+
+func (b *cgroupPkg) MayRun(p string) (bool, error) {
+	_, err := os.Stat(b.CPUSetDir(p))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // ReadCPUs reads cpuset.cpus through opencontainers/cgroups' confined
@@ -130,6 +197,12 @@ func (b *cgroupPkg) WidenCPUs(p string, cpus cpuset.CPUSet) (int, error) {
 	}
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrCgroupWrite, err)
+	}
+	if cur.IsEmpty() && b.layout.Mounts().Mode == cgroup.ModeUnified {
+		// An empty v2 cpuset.cpus asks for nothing: the cgroup has all of
+		// its parent's CPUs. Writing the union would narrow it to the
+		// targets, confining the pods the agent leaves alone.
+		return 0, nil
 	}
 	u := cur.Union(cpus)
 	if u.Equals(cur) {

@@ -16,7 +16,9 @@ import (
 // watchCgroups catches containers whose cgroup appears after the pod
 // update: inotify on the QoS dirs (new pod dirs) and on every pod dir (new
 // container dirs) of the cpuset hierarchy. Each creation queues the pod, so
-// the regular reconcile writes the new cgroup. The periodic sweep is the
+// the regular reconcile writes the new cgroup; each removal of a container
+// cgroup queues its pod too (a deleted pod releases its exclusive CPUs once
+// its containers are gone). The periodic sweep is the
 // backstop for anything inotify misses (queue overflow, a watch added late).
 func (c *controller) watchCgroups(ctx context.Context, cg cgroupBackend) error {
 	w, err := fsnotify.NewWatcher()
@@ -51,21 +53,36 @@ func (c *controller) watchCgroups(ctx context.Context, cg cgroupBackend) error {
 				if !ok {
 					return
 				}
+				cg.ForgetChildren("")
 				c.log.Error(err, "cgroup watch; the sweep covers missed events")
 			case ev, ok := <-w.Events:
 				if !ok {
 					return
 				}
+				at := time.Now()
+				parent, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
+				if !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Remove) && !ev.Has(fsnotify.Rename) {
+					continue // our own (and others') writes to cgroup files
+				}
+				// Before the pod is queued: its reconcile must list afresh.
+				cg.ForgetChildren(parent)
+				cg.ForgetChildren(ev.Name)
+				podUID, isPod := podDirUID(base)
+				parentUID, inPod := podDirUID(filepath.Base(parent))
+				if ev.Has(fsnotify.Remove) && qos[filepath.Dir(parent)] && inPod {
+					// A container's cgroup goes once its task is deleted:
+					// a deleted pod may be done with its CPUs before the
+					// kubelet says so.
+					c.enqueueUID(parentUID, at, false)
+					continue
+				}
 				if !ev.Has(fsnotify.Create) {
 					continue
 				}
-				at := time.Now()
-				parent, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
-				podUID, isPod := podDirUID(base)
-				parentUID, inPod := podDirUID(filepath.Base(parent))
 				switch {
 				case qos[parent] && isPod:
 					_ = w.Add(ev.Name)
+					cg.ForgetChildren(ev.Name) // a listing cached before the watch may miss a container
 					// A container made before the watch was added has no
 					// event of its own: count it as late from now.
 					late := false

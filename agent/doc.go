@@ -15,7 +15,18 @@
 // (off the write path), so an API round trip never delays the next
 // cgroup write. Late container cgroups are caught by inotify
 // (cgroupwatch_linux.go, cgroupfs and systemd naming) with a periodic sweep
-// as the backstop. The agent builds on Linux only.
+// as the backstop; the watcher also keeps a cache of pod cgroup listings
+// current, so a shared-pool refresh does not list every pod directory.
+// The agent builds on Linux only.
+//
+// A deleted exclusive pod gives its cores back as soon as it can no longer
+// run on them (every container reported terminated, or its container
+// cgroups removed by the runtime), not when the pod object goes; never
+// while a container the kubelet reports running has a cgroup we cannot
+// vouch for. Drift is a value we wrote changed behind our back: a cgroup
+// counts once it settled (its container reported running, or 5 s after we
+// first saw it), so the runtime's own first cpuset on a new container is
+// not drift.
 //
 // Annotation protocol (annotations.go): users set cgpilot.io/cpu-pool
 // (exclusive | shared | none), cgpilot.io/cpus, cgpilot.io/cpuset,

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/cgpilot/cgpilot/test/harness"
 	"github.com/cgpilot/cgpilot/test/tier"
@@ -201,7 +203,10 @@ func TestE2EExclusiveSharedLifecycle(t *testing.T) {
 
 	// Drift: someone (a kubelet, a person) widens a shared pod's cpuset
 	// to every CPU; the sweep (1 s here) sets it back, with an Event and a
-	// count.
+	// count. This bed reports no container status, so the pod's cgroup
+	// counts as settled (past the runtime's own first writes) only after
+	// the setup window.
+	time.Sleep(defaultSettleAfter)
 	if err := os.WriteFile(filepath.Join(b.sb.Path("cpuset", sRel), "cpuset.cpus"), []byte(all.String()), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -426,5 +431,163 @@ func TestE2ELateContainerByInotify(t *testing.T) {
 	eventually(t, "late container pinned", func() (bool, string) {
 		got := b.cpus(rel + "/late")
 		return got == excl, got
+	})
+}
+
+// TestE2EReleaseWhenDeletedPodExits: with no kubelet to confirm it, a
+// deleted pod stays in the API with a deletionTimestamp; the agent gives
+// its exclusive core back once its container has exited, told either by
+// the pod status (the kubelet's report) or by the container cgroup going
+// away (before the kubelet reports it), and never while it still runs.
+func TestE2EReleaseWhenDeletedPodExits(t *testing.T) {
+	b := newBed(t)
+	_, sRel, _ := b.createPod(t, "web", QoSBurstable, nil, "app")
+	c := b.startAgent(t)
+	all := mustSet(t, b.cfg.CPUs)
+	ctx := context.Background()
+	for _, kubeletReports := range []bool{true, false} {
+		name := fmt.Sprintf("db-reported-%v", kubeletReports)
+		db, dbRel, pids := b.createPod(t, name, QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+		setState := func(st corev1.ContainerState) {
+			t.Helper()
+			// The agent patches the pod's annotations meanwhile.
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				p, err := b.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "postgres", ContainerID: "containerd://postgres", State: st}}
+				_, err = b.cs.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		setState(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
+		var excl string
+		eventually(t, "exclusive allocation", func() (bool, string) {
+			_, ann := b.status(t, name)
+			excl = ann[AnnotationAllocatedCPUs]
+			shared := all.Difference(mustSet(t, excl))
+			return excl != "" && b.cpus(dbRel+"/postgres") == excl && b.cpus(sRel+"/app") == shared.String(), excl
+		})
+		grace := int64(30)
+		if err := b.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+			t.Fatal(err)
+		}
+		// Deleted but still running: the core stays the pod's, through a
+		// status update and a sweep.
+		setState(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
+		time.Sleep(b.cfg.SweepInterval.Duration + 500*time.Millisecond)
+		if _, ok := c.pools.State().Assignment(string(db.UID)); !ok || b.cpus(sRel+"/app") == all.String() {
+			t.Fatalf("%s: core handed back while its container still runs (shared %s)", name, b.cpus(sRel+"/app"))
+		}
+		if got := allowed(t, pids[0]); got != excl {
+			t.Fatalf("%s: still-running container may run on %s, want %s", name, got, excl)
+		}
+		// The container exits.
+		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "container gone from its cgroup", func() (bool, string) {
+			procs, _ := os.ReadFile(filepath.Join(b.sb.Path("cpuset", dbRel+"/postgres"), "cgroup.procs"))
+			return len(strings.TrimSpace(string(procs))) == 0, string(procs)
+		})
+		if kubeletReports {
+			setState(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}})
+		} else {
+			// The runtime removes the container's cgroups; the status
+			// still says running.
+			for _, h := range []string{"cpuset", "cpu"} {
+				if err := syscall.Rmdir(b.sb.Path(h, dbRel+"/postgres")); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		eventually(t, "core given back while the pod object remains", func() (bool, string) {
+			p, err := b.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+			if err != nil || p.DeletionTimestamp == nil {
+				return false, fmt.Sprintf("pod object: %v", err)
+			}
+			_, held := c.pools.State().Assignment(string(db.UID))
+			return !held && b.cpus(sRel+"/app") == all.String(), b.cpus(sRel + "/app")
+		})
+		eventually(t, "Released Event", func() (bool, string) { return hasEvent(b.podEvents(t, name), "Released"), "" })
+		// Later updates of the dying pod never take a core again.
+		setState(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
+		time.Sleep(500 * time.Millisecond)
+		if _, held := c.pools.State().Assignment(string(db.UID)); held {
+			t.Fatalf("%s: finished pod got cores again", name)
+		}
+		zero := int64(0)
+		if err := b.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestE2EForceDeleteWaitsForContainers: a force delete removes the pod
+// object at once, while its container still runs until the kubelet kills
+// it; the core goes back only after the container has exited.
+func TestE2EForceDeleteWaitsForContainers(t *testing.T) {
+	b := newBed(t)
+	_, sRel, _ := b.createPod(t, "web", QoSBurstable, nil, "app")
+	c := b.startAgent(t)
+	all := mustSet(t, b.cfg.CPUs)
+	ctx := context.Background()
+	db, dbRel, pids := b.createPod(t, "db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := b.cs.CoreV1().Pods("default").Get(ctx, "db", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "postgres", ContainerID: "containerd://postgres", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+		_, err = b.cs.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var excl string
+	eventually(t, "exclusive allocation, container status seen", func() (bool, string) {
+		_, ann := b.status(t, "db")
+		excl = ann[AnnotationAllocatedCPUs]
+		p, _ := b.cs.CoreV1().Pods("default").Get(ctx, "db", metav1.GetOptions{})
+		seen := p != nil && len(p.Status.ContainerStatuses) == 1
+		return seen && excl != "" && b.cpus(dbRel+"/postgres") == excl, excl
+	})
+	zero := int64(0)
+	if err := b.cs.CoreV1().Pods("default").Delete(ctx, "db", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pod object gone", func() (bool, string) {
+		_, err := b.cs.CoreV1().Pods("default").Get(ctx, "db", metav1.GetOptions{})
+		return err != nil, fmt.Sprint(err)
+	})
+	time.Sleep(b.cfg.SweepInterval.Duration + 500*time.Millisecond)
+	if _, held := c.pools.State().Assignment(string(db.UID)); !held || b.cpus(sRel+"/app") == all.String() {
+		t.Fatalf("core handed back while the force-deleted pod's container still runs (shared %s)", b.cpus(sRel+"/app"))
+	}
+	// The container exits; the runtime then deletes its cgroups.
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "container gone from its cgroup", func() (bool, string) {
+		procs, _ := os.ReadFile(filepath.Join(b.sb.Path("cpuset", dbRel+"/postgres"), "cgroup.procs"))
+		return len(strings.TrimSpace(string(procs))) == 0, string(procs)
+	})
+	time.Sleep(300 * time.Millisecond)
+	if _, held := c.pools.State().Assignment(string(db.UID)); !held {
+		t.Fatalf("core handed back before the runtime removed the container's cgroup (an empty cgroup.procs proves nothing across PID namespaces)")
+	}
+	for _, h := range []string{"cpuset", "cpu"} {
+		if err := syscall.Rmdir(b.sb.Path(h, dbRel+"/postgres")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "core given back after the container exited", func() (bool, string) {
+		_, held := c.pools.State().Assignment(string(db.UID))
+		return !held && b.cpus(sRel+"/app") == all.String(), b.cpus(sRel + "/app")
 	})
 }

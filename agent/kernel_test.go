@@ -5,6 +5,7 @@ package agent
 import (
 	"bufio"
 	"context"
+	"errors"
 	"os"
 	"path"
 	"path/filepath"
@@ -31,6 +32,9 @@ type kubeletTree struct {
 	sb     *cgtest.Sandbox
 	parent string // kubepods path from the hierarchy root
 	cfg    Config
+	// cpuKey and cpusetKey are the sandbox keys of the cpu and cpuset
+	// hierarchies: the v1 controller names, or cgtest.V2 for both.
+	cpuKey, cpusetKey string
 }
 
 func newKubeletTree(t testing.TB) *kubeletTree { return newKubeletTreeDriver(t, "cgroupfs") }
@@ -38,11 +42,12 @@ func newKubeletTree(t testing.TB) *kubeletTree { return newKubeletTreeDriver(t, 
 func newKubeletTreeDriver(t testing.TB, driver string) *kubeletTree {
 	tier.Kernel(t)
 	sb := cgtest.New(t, "cpu", "cpuset")
+	cpuKey, cpusetKey := "cpu", "cpuset"
 	if sb.Unified {
-		t.Skip("kernel tier: the pool tests drive the v1 cpuset controller; the v2 VM runs the cgroup package's own suite")
+		cpuKey, cpusetKey = cgtest.V2, cgtest.V2
 	}
-	rel := strings.TrimPrefix(sb.Dirs["cpuset"], sb.Mounts["cpuset"])
-	if relCPU := strings.TrimPrefix(sb.Dirs["cpu"], sb.Mounts["cpu"]); relCPU != rel {
+	rel := strings.TrimPrefix(sb.Dirs[cpusetKey], sb.Mounts[cpusetKey])
+	if relCPU := strings.TrimPrefix(sb.Dirs[cpuKey], sb.Mounts[cpuKey]); relCPU != rel {
 		t.Skipf("kernel tier: the test process sits in different cpu (%s) and cpuset (%s) cgroups; kubepods must have one path in both", relCPU, rel)
 	}
 	kubepods := "kubepods"
@@ -68,17 +73,27 @@ func newKubeletTreeDriver(t testing.TB, driver string) *kubeletTree {
 		t.Skip("kernel tier: needs at least 2 CPUs to split exclusive and shared")
 	}
 	// Use the CPUs the sandbox may use, so every write is a legal subset.
-	sbCPUs := readCPUsFile(t, filepath.Join(sb.Dirs["cpuset"], "cpuset.cpus"))
+	// A fresh v2 cpuset.cpus is empty (inherit): what the sandbox may use
+	// is cpuset.cpus.effective.
+	cpusFile := "cpuset.cpus"
+	if sb.Unified {
+		cpusFile = "cpuset.cpus.effective"
+	}
+	sbCPUs := readCPUsFile(t, filepath.Join(sb.Dirs[cpusetKey], cpusFile))
 	cfg.CPUs = sbCPUs.String()
-	return &kubeletTree{t: t, driver: driver, sb: sb, parent: cfg.CgroupParent, cfg: cfg}
+	return &kubeletTree{t: t, driver: driver, sb: sb, parent: cfg.CgroupParent, cfg: cfg, cpuKey: cpuKey, cpusetKey: cpusetKey}
 }
 
 // pod creates a pod cgroup with one busy process per container, and a CFS
 // quota of half a CPU on each container (the kubelet's limit).
 func (k *kubeletTree) pod(uid string, qos QoSClass, containers ...string) (podRel string, pids []int) {
 	podRel, ctrs := k.sb.MkdirPod(k.driver, string(qos), uid, containers...)
+	file, value := "cpu.cfs_quota_us", "50000"
+	if k.sb.Unified {
+		file, value = "cpu.max", "50000 100000"
+	}
 	for _, c := range ctrs {
-		if err := os.WriteFile(filepath.Join(k.sb.Path("cpu", c), "cpu.cfs_quota_us"), []byte("50000"), 0); err != nil {
+		if err := os.WriteFile(filepath.Join(k.sb.Path(k.cpuKey, c), file), []byte(value), 0); err != nil {
 			k.t.Fatal(err)
 		}
 		pids = append(pids, k.sb.Start(c, cgtest.Busy, 0).Pid)
@@ -95,16 +110,46 @@ func readCPUsFile(t testing.TB, file string) cpuset.CPUSet {
 	return mustSet(t, strings.TrimSpace(string(b)))
 }
 
+// cpus is rel's cpuset.cpus. On v2 that is only a request: the kernel
+// grants its intersection with the parent's effective set, so the granted
+// cpuset.cpus.effective must be the same set.
 func (k *kubeletTree) cpus(rel string) string {
-	return readCPUsFile(k.t, filepath.Join(k.sb.Path("cpuset", rel), "cpuset.cpus")).String()
+	k.t.Helper()
+	dir := k.sb.Path(k.cpusetKey, rel)
+	set := readCPUsFile(k.t, filepath.Join(dir, "cpuset.cpus"))
+	if k.sb.Unified {
+		if eff := readCPUsFile(k.t, filepath.Join(dir, "cpuset.cpus.effective")); !eff.Equals(set) {
+			k.t.Fatalf("%s: cpuset.cpus %s but cpuset.cpus.effective %s", rel, set, eff)
+		}
+	}
+	return set.String()
 }
 
+// quota is rel's CFS quota in v1 form (cpu.cfs_quota_us, -1 = unlimited).
+// On v2 it comes from cpu.max ("max 100000" is -1), whose period must be
+// the kubelet's 100 ms.
 func (k *kubeletTree) quota(rel string) string {
-	b, err := os.ReadFile(filepath.Join(k.sb.Path("cpu", rel), "cpu.cfs_quota_us"))
+	k.t.Helper()
+	file := "cpu.cfs_quota_us"
+	if k.sb.Unified {
+		file = "cpu.max"
+	}
+	b, err := os.ReadFile(filepath.Join(k.sb.Path(k.cpuKey, rel), file))
 	if err != nil {
 		k.t.Fatal(err)
 	}
-	return strings.TrimSpace(string(b))
+	v := strings.TrimSpace(string(b))
+	if !k.sb.Unified {
+		return v
+	}
+	q, period, ok := strings.Cut(v, " ")
+	if !ok || period != "100000" {
+		k.t.Fatalf("%s/cpu.max = %q, want <quota> 100000", rel, v)
+	}
+	if q == "max" {
+		return "-1"
+	}
+	return q
 }
 
 // allowed is what the scheduler lets the process run on: the proof that
@@ -128,7 +173,7 @@ func allowed(t testing.TB, pid int) string {
 
 func testLoggerTB(t testing.TB) logr.Logger { return testr.NewWithInterface(t, testr.Options{}) }
 
-// TestKernelPools drives the pool manager against real v1 cgroups with real
+// TestKernelPools drives the pool manager against real cgroups with real
 // busy processes: an exclusive pod gets its core and no quota, the shared
 // pods move off it (seen in the tasks' allowed CPUs), a live resize and a
 // release-isolation switch, and deleting the pod gives the core back.
@@ -318,7 +363,7 @@ func TestKernelApplyPodRetriesOnRace(t *testing.T) {
 	}
 	all := mustSet(t, k.cfg.CPUs)
 	one := cpuset.New(all.List()[1])
-	rel, _ := k.pod("race", "Burstable", "a", "b")
+	rel, pids := k.pod("race", "Burstable", "a", "b")
 	podPath := path.Join(k.parent, "burstable", "podrace")
 	for _, tc := range []struct {
 		name       string
@@ -333,9 +378,79 @@ func TestKernelApplyPodRetriesOnRace(t *testing.T) {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		for _, c := range []string{"", "/a", "/b"} {
+			if k.sb.Unified && tc.name == "unplanned child" && c == "/b" {
+				// v2 bounds a child by its parent's effective set instead of
+				// refusing the narrowing, so the writer has no reason to
+				// refuse and ApplyPod none to list again: b keeps its own
+				// empty request and is granted exactly the pod's CPUs.
+				if got := readCPUsFile(t, filepath.Join(k.sb.Path(k.cpusetKey, rel+c), "cpuset.cpus.effective")); got.String() != tc.want {
+					t.Fatalf("%s: %s%s cpuset.cpus.effective = %s, want %s", tc.name, rel, c, got, tc.want)
+				}
+				continue
+			}
 			if got := k.cpus(rel + c); got != tc.want {
 				t.Fatalf("%s: %s%s = %s, want %s", tc.name, rel, c, got, tc.want)
 			}
 		}
+		for _, pid := range pids {
+			if got := allowed(t, pid); got != tc.want {
+				t.Fatalf("%s: pid %d may run on %s, want %s", tc.name, pid, got, tc.want)
+			}
+		}
+	}
+}
+
+// TestKernelUnmanagedPodKeepsCPUs: QoS parents are only ever widened, so a
+// pod the agent leaves alone keeps every CPU while an exclusive pod is the
+// only managed one (on v2 an empty cpuset.cpus already means all of them).
+func TestKernelUnmanagedPodKeepsCPUs(t *testing.T) {
+	k := newKubeletTree(t)
+	backend, err := newBackend(k.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := mustSet(t, k.cfg.CPUs)
+	st := newMemState(all, cpuset.New())
+	m := newPools(st, policy{alloc: firstFit{}, capFraction: 2.0 / 3.0}, backend)
+	freeRel, freePIDs := k.pod("free", "Burstable", "app")
+	_, dbPIDs := k.pod("db", "Guaranteed", "app")
+	pods := []podInfo{
+		{Key: "kube-system/free", UID: "free", QoS: QoSBurstable, Untouched: true},
+		{Key: "ns/db", UID: "db", QoS: QoSGuaranteed, Req: PodRequest{Pool: PoolExclusive, CPUs: ptr(1)}},
+	}
+	if res := m.Sync(pods[1], func() []podInfo { return pods }); len(res.Failed) != 0 {
+		t.Fatalf("exclusive sync: %v", res.Failed)
+	}
+	excl := st.Exclusive()
+	if excl.Size() != 1 {
+		t.Fatalf("exclusive set %s, want one CPU", excl)
+	}
+	if got := allowed(t, dbPIDs[0]); got != excl.String() {
+		t.Fatalf("exclusive pod may run on %s, want %s", got, excl)
+	}
+	if got := allowed(t, freePIDs[0]); got != all.String() {
+		t.Fatalf("unmanaged pod %s may run on %s, want every CPU %s", freeRel, got, all)
+	}
+}
+
+// TestKernelV2ControllersRequired: on v2 the agent refuses to start when
+// kubepods does not enable cpu and cpuset for its children (their files
+// would be missing), naming the file.
+func TestKernelV2ControllersRequired(t *testing.T) {
+	tier.Kernel(t)
+	sb := cgtest.New(t, "cpu", "cpuset")
+	if !sb.Unified {
+		t.Skip("kernel tier: v1 has no cgroup.subtree_control; each v1 controller is its own hierarchy (checked by mountsBelow)")
+	}
+	sb.Mkdir("kubepods") // no children yet: its subtree_control is empty
+	cfg := DefaultConfig()
+	cfg.CgroupParent = path.Join(strings.TrimPrefix(sb.Dirs[cgtest.V2], sb.Mounts[cgtest.V2]), "kubepods")
+	_, err := newBackend(cfg)
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "cgroup.subtree_control") {
+		t.Fatalf("newBackend = %v, want ErrInvalidConfig naming cgroup.subtree_control", err)
+	}
+	sb.Mkdir("kubepods/burstable") // enables the sandbox's controllers in kubepods
+	if _, err := newBackend(cfg); err != nil {
+		t.Fatalf("with cpu and cpuset enabled: %v", err)
 	}
 }

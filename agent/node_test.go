@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -130,4 +133,126 @@ func statusOf(t testing.TB, cs kubernetes.Interface, name string) (Status, map[s
 	}
 	s, _ := ParseStatus(p.Annotations[AnnotationStatus])
 	return s, p.Annotations
+}
+
+// TestNodeReleaseOnTerminationAndNoFalseDrift measures, on a real kubelet
+// + containerd node, how long after a graceful delete of an exclusive pod
+// the shared pods get its core back, and checks the two rules around it:
+// the core is never handed back while the old container still runs, and
+// the runtime's own first cpuset on a new container is not drift.
+func TestNodeReleaseOnTerminationAndNoFalseDrift(t *testing.T) {
+	bins := tier.Node(t)
+	cp := harness.MustStart(t, bins, harness.Options{Controllers: true})
+	n := harness.MustStartNode(t, cp, harness.NodeOptions{})
+	cs := cp.Client
+	ctx := context.Background()
+
+	cfg := DefaultConfig()
+	cfg.NodeName = n.Name()
+	cfg.CheckpointPath = filepath.Join(t.TempDir(), "cpu_pools.checkpoint")
+	cfg.SweepInterval = Duration{2 * time.Second}
+	cfg.KubeletCPUManagerState = ""
+	cfg.HealthAddr = ""
+	cfg.SocketPath = filepath.Join(t.TempDir(), "agent.sock")
+	actx, cancel := context.WithCancel(ctx)
+	c, err := newController(actx, cfg, cs, testLoggerTB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.run(actx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+	all := c.pools.State().All()
+	if all.Size() < 2 {
+		t.Skip("node tier: needs 2 CPUs")
+	}
+	web := nodePod("web", n.Name(), "500m", false, nil)
+	db := nodePod("db", n.Name(), "1", true, map[string]string{AnnotationCPUPool: "exclusive"})
+	grace := int64(30)
+	db.Spec.TerminationGracePeriodSeconds = &grace
+	for _, p := range []*corev1.Pod{web, db} {
+		if _, err := cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctrDir := func(name string) (string, error) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].ContainerID == "" {
+			return "", fmt.Errorf("no container yet (%v)", err)
+		}
+		rel, err := c.pools.cg.ContainerPath(string(p.UID), qosClass(p), p.Status.ContainerStatuses[0].ContainerID)
+		return rel, err
+	}
+	ctrCPUs := func(rel string) string {
+		set, err := c.pools.cg.ReadCPUs(rel)
+		if err != nil {
+			return err.Error()
+		}
+		return set.String()
+	}
+	var excl, dbRel, webRel string
+	eventually(t, "exclusive container pinned, shared moved off", func() (bool, string) {
+		_, ann := statusOf(t, cs, "db")
+		excl = ann[AnnotationAllocatedCPUs]
+		var err1, err2 error
+		dbRel, err1 = ctrDir("db")
+		webRel, err2 = ctrDir("web")
+		if excl == "" || err1 != nil || err2 != nil {
+			return false, fmt.Sprint(excl, err1, err2)
+		}
+		shared := all.Difference(mustSet(t, excl)).String()
+		return ctrCPUs(dbRel) == excl && ctrCPUs(webRel) == shared, ctrCPUs(dbRel) + " " + ctrCPUs(webRel)
+	})
+	// Let a sweep pass over the settled containers.
+	time.Sleep(cfg.SweepInterval.Duration + time.Second)
+	for _, name := range []string{"db", "web"} {
+		evs, _ := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+		for _, ev := range evs.Items {
+			if ev.Reason == "DriftCorrected" {
+				t.Errorf("pod %s: DriftCorrected Event although only the runtime and the agent wrote: %s", name, ev.Message)
+			}
+		}
+	}
+	var drift dto.Metric
+	if err := c.metrics.drift.Write(&drift); err != nil || drift.GetCounter().GetValue() != 0 {
+		d := drift.GetCounter().GetValue()
+		t.Errorf("cgpilot_drift_corrections_total = %v after only the runtime and the agent wrote", d)
+	}
+
+	// The db container ignores SIGTERM (sleep as PID 1): it runs until the
+	// kubelet kills it after the grace period given here.
+	procs := filepath.Join(c.pools.cg.CPUSetDir(dbRel), "cgroup.procs")
+	gp := int64(2)
+	start := time.Now()
+	if err := cs.CoreV1().Pods("default").Delete(ctx, "db", metav1.DeleteOptions{GracePeriodSeconds: &gp}); err != nil {
+		t.Fatal(err)
+	}
+	var dbExited time.Duration
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("core not given back within 60s; web %s", ctrCPUs(webRel))
+		}
+		b, err := os.ReadFile(procs)
+		running := err == nil && strings.TrimSpace(string(b)) != ""
+		if !running && dbExited == 0 {
+			dbExited = time.Since(start)
+		}
+		if ctrCPUs(webRel) == all.String() {
+			if running {
+				t.Fatalf("shared pool widened onto %s while the db container still runs (pids %q)", excl, b)
+			}
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	widened := time.Since(start)
+	_, gone := cs.CoreV1().Pods("default").Get(ctx, "db", metav1.GetOptions{})
+	t.Logf("delete (grace %ds) -> db container exited %v -> shared widened %v (container exit -> widened %v); pod object gone at widening: %v",
+		gp, dbExited.Round(time.Millisecond), widened.Round(time.Millisecond), (widened - dbExited).Round(time.Millisecond), gone != nil)
 }

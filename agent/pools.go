@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/utils/cpuset"
 )
@@ -33,6 +34,25 @@ type podInfo struct {
 	// ID (0 = no limit), to restore the kubelet's quotas when the pod
 	// leaves the exclusive pool.
 	CPULimitsMilli map[string]int64
+	// Running are the pod-status IDs of the containers the kubelet reports
+	// running: their runtime has finished setting up their cgroups.
+	Running map[string]bool
+	// Terminal is the pod's phase when Succeeded or Failed, else "".
+	Terminal string
+	// Deleting: the pod has a deletionTimestamp.
+	Deleting bool
+	// Containers are the kubelet-reported states of every container
+	// (init, app, ephemeral); AllReported is false while some container of
+	// the spec has no status yet.
+	Containers  []containerState
+	AllReported bool
+}
+
+// containerState is one pod-status container entry.
+type containerState struct {
+	ID         string // "containerd://<id>", "" before it was created
+	Running    bool
+	Terminated bool
 }
 
 // podEvent is a Kubernetes Event the reconciler emits for a pod.
@@ -52,6 +72,7 @@ type syncResult struct {
 	Written       int
 	Drift         int              // cgroups found off their applied value and rewritten
 	DriftUIDs     map[string]int   // the same, by pod UID
+	DriftPaths    []string         // the files rewritten as drift
 	Failed        map[string]error // write failures by pod UID (this pod or others)
 	Refusal       string           // reason, when refused
 }
@@ -70,17 +91,35 @@ type Pools struct {
 	applied map[string]cpuset.CPUSet
 	// sharedApplied is the shared pool last pushed to every shared pod.
 	sharedApplied *cpuset.CPUSet
-	// known are the cgroup paths the agent has set before.
-	known map[string]bool
+	// seen are the cpuset dirs the agent has set (or found right) before,
+	// with when it first did.
+	seen map[string]time.Time
+	// settled are the seen dirs no one but us is expected to write any
+	// more. Only a rewrite of a settled dir is drift: the kubelet and the
+	// runtime write a new pod's and container's cpuset right after mkdir,
+	// possibly just after the watcher let us write it first. A dir
+	// settles when the kubelet reports a container of the pod running
+	// (container dirs: that very container), or settleAfter after we first
+	// saw it (the sandbox, and nodes whose pod status says nothing).
+	settled     map[string]bool
+	settleAfter time.Duration
+	now         func() time.Time
 	// unlimited are the pods whose CFS quota the agent removed; their
 	// quota is restored when they leave the exclusive pool.
 	unlimited map[string]bool
+	// finished are pods released because they can no longer run (deleted
+	// with every container exited): they never get CPUs again.
+	finished map[string]bool
 	// topologySource says where the allocator's topology came from.
 	topologySource string
 }
 
+// defaultSettleAfter bounds the runtime's setup of a new cgroup (mkdir to
+// its resources written: milliseconds in runc, seconds on a loaded node).
+const defaultSettleAfter = 5 * time.Second
+
 func newPools(s PoolState, p policy, cg cgroupBackend) *Pools {
-	return &Pools{state: s, policy: p, cg: cg, applied: map[string]cpuset.CPUSet{}, known: map[string]bool{}, unlimited: map[string]bool{}}
+	return &Pools{state: s, policy: p, cg: cg, applied: map[string]cpuset.CPUSet{}, seen: map[string]time.Time{}, settled: map[string]bool{}, settleAfter: defaultSettleAfter, now: time.Now, finished: map[string]bool{}, unlimited: map[string]bool{}}
 }
 
 // State returns the read side of the pool state.
@@ -119,9 +158,22 @@ func (m *Pools) Sync(p podInfo, all func() []podInfo) syncResult {
 		res.Events = append(res.Events, podEvent{Reason: "Released", Message: fmt.Sprintf("released exclusive cpus %s: %s", prev.CPUs, why)})
 	}
 
+	why := "pod is no longer managed"
+	if p.Terminal != "" {
+		why = "pod phase " + p.Terminal
+	}
+	if !p.Untouched && had {
+		if w, done := m.exited(p); done {
+			p.Untouched, why = true, w
+			m.finished[p.UID] = true
+		}
+	}
+	if m.finished[p.UID] {
+		p.Untouched = true
+	}
 	switch {
 	case p.Untouched:
-		release("pod is no longer managed")
+		release(why)
 	case p.ReqErr != nil:
 		res.Refusal = Reason(p.ReqErr)
 		res.Status = &Status{Pool: p.Req.Pool, State: StateRefused, Reason: res.Refusal, Error: p.ReqErr.Error(), ObservedGeneration: p.Generation}
@@ -215,6 +267,63 @@ func (m *Pools) syncExclusive(p podInfo, prev Assignment, had bool, res *syncRes
 	}
 }
 
+// exited says whether a deleted pod can no longer run on its CPUs: every
+// container the kubelet reported is terminated, never started, or (when
+// the kubelet's status lags) has a cgroup we had seen that the runtime has
+// now removed. A container reported running whose cgroup we never saw
+// counts as running: an unknown path proves nothing.
+func (m *Pools) exited(p podInfo) (string, bool) {
+	if p.Terminal != "" || !p.Deleting || !p.AllReported {
+		return "", false
+	}
+	for _, c := range p.Containers {
+		if c.Terminated || c.ID == "" {
+			continue
+		}
+		path, err := m.cg.ContainerPath(p.UID, p.QoS, c.ID)
+		if err != nil {
+			return "", false
+		}
+		if _, seen := m.seen[m.cg.CPUSetDir(path)]; !seen {
+			if c.Running {
+				return "", false
+			}
+			continue // waiting with the ID of an earlier, exited attempt
+		}
+		if alive, err := m.cg.MayRun(path); err != nil || alive {
+			return "", false
+		}
+	}
+	return "pod deleted and all its containers exited", true
+}
+
+// stillRunning says whether a container of p that was not reported
+// terminated still has a cgroup we had seen (a pod gone from the API after
+// a force delete keeps running until the kubelet kills it).
+func (m *Pools) stillRunning(p podInfo) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, had := m.state.Assignment(p.UID); !had {
+		return false // nothing to hold back
+	}
+	for _, c := range p.Containers {
+		if c.Terminated || c.ID == "" {
+			continue
+		}
+		path, err := m.cg.ContainerPath(p.UID, p.QoS, c.ID)
+		if err != nil {
+			continue
+		}
+		if _, seen := m.seen[m.cg.CPUSetDir(path)]; !seen {
+			continue
+		}
+		if alive, err := m.cg.MayRun(path); err != nil || alive {
+			return true
+		}
+	}
+	return false
+}
+
 // Forget releases a deleted pod's CPUs and refreshes the shared pool.
 func (m *Pools) Forget(uid string, all func() []podInfo) syncResult {
 	m.mu.Lock()
@@ -223,9 +332,11 @@ func (m *Pools) Forget(uid string, all func() []podInfo) syncResult {
 	a, had := m.state.Assignment(uid)
 	delete(m.applied, uid)
 	delete(m.unlimited, uid)
-	for p := range m.known {
+	delete(m.finished, uid)
+	for p := range m.seen {
 		if strings.Contains(p, "pod"+uid) || strings.Contains(p, "pod"+strings.ReplaceAll(uid, "-", "_")) {
-			delete(m.known, p)
+			delete(m.seen, p)
+			delete(m.settled, p)
 		}
 	}
 	if !had {
@@ -252,6 +363,7 @@ func (m *Pools) Sweep(all []podInfo) syncResult {
 	defer m.mu.Unlock()
 	var res syncResult
 	res.SharedPool = m.state.SharedPool()
+	m.cg.ForgetChildren("") // the backstop lists afresh: inotify may have missed something
 	res.Written = m.apply(all, "", &res)
 	return res
 }
@@ -267,9 +379,10 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 		res.Failed[uid] = errors.Join(res.Failed[uid], err)
 	}
 	var plans []podCgroupPlan
+	running := map[string]map[string]bool{} // pod UID -> cpuset dirs of running containers
 	union := cpuset.New()
 	for _, p := range pods {
-		if p.Untouched {
+		if p.Untouched || m.finished[p.UID] {
 			continue
 		}
 		want, excl := m.target(p)
@@ -278,13 +391,30 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 			fail(p.UID, fmt.Errorf("%w: pod %s: %v", ErrCgroupWrite, p.Key, err))
 			continue
 		}
-		children, _ := m.cg.Children(pp) // missing pod dir: not created yet
+		// The pod being synced is listed afresh; the others of a pool-wide
+		// refresh come from the watcher's cache. A stale cache is caught on
+		// v1 (the writer refuses an unplanned child), not on v2, where an
+		// unwritten child simply inherits the pod's CPUs until its own
+		// inotify event syncs it.
+		list := m.cg.KnownChildren
+		if p.UID == trigger {
+			list = m.cg.Children
+		}
+		children, _ := list(pp) // missing pod dir: not created yet
 		plan := podCgroupPlan{UID: p.UID, Path: pp, Containers: children, CPUs: want, UnlimitedQuota: excl}
 		if !excl && m.unlimited[p.UID] {
 			plan.RestoreQuota = m.kubeletQuota(p)
 		}
 		plans = append(plans, plan)
 		union = union.Union(want)
+		for id := range p.Running {
+			if cp, err := m.cg.ContainerPath(p.UID, p.QoS, id); err == nil {
+				if running[p.UID] == nil {
+					running[p.UID] = map[string]bool{}
+				}
+				running[p.UID][m.cg.CPUSetDir(cp)] = true
+			}
+		}
 	}
 	total := 0
 	if !union.IsEmpty() {
@@ -303,20 +433,24 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 		if err != nil {
 			fail(pl.UID, err)
 		}
-		// Drift: a cgroup we had already set, rewritten although the pod's
-		// target did not change (a new container's first write is not drift).
-		prev, seen := m.applied[pl.UID]
+		// Drift: a settled cgroup rewritten although the pod's target did
+		// not change (a value we wrote, changed behind our back).
+		prev, had := m.applied[pl.UID]
+		unchanged := had && prev.Equals(pl.CPUs)
+		now := m.now()
 		for _, w := range written {
 			dir := w
 			if strings.HasPrefix(filepath.Base(w), "cpu") {
 				dir = filepath.Dir(w)
 			}
-			if seen && prev.Equals(pl.CPUs) && m.known[dir] {
+			first, seen := m.seen[dir]
+			if unchanged && (m.settled[dir] || (seen && now.Sub(first) >= m.settleAfter)) {
 				res.Drift++
 				if res.DriftUIDs == nil {
 					res.DriftUIDs = map[string]int{}
 				}
 				res.DriftUIDs[pl.UID]++
+				res.DriftPaths = append(res.DriftPaths, w)
 			}
 		}
 		if err == nil {
@@ -326,9 +460,15 @@ func (m *Pools) apply(pods []podInfo, trigger string, res *syncResult) int {
 				delete(m.unlimited, pl.UID)
 			}
 			m.applied[pl.UID] = pl.CPUs
-			m.known[m.cg.CPUSetDir(pl.Path)] = true
-			for _, c := range pl.Containers {
-				m.known[m.cg.CPUSetDir(c)] = true
+			podRunning := len(running[pl.UID]) > 0
+			for i, c := range append([]string{pl.Path}, pl.Containers...) {
+				d := m.cg.CPUSetDir(c)
+				if _, ok := m.seen[d]; !ok {
+					m.seen[d] = now
+				}
+				if running[pl.UID][d] || (i == 0 && podRunning) {
+					m.settled[d] = true
+				}
 			}
 		}
 	}

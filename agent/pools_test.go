@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/utils/cpuset"
 )
@@ -52,6 +53,10 @@ func (f *fakeCgroups) QoSPaths() []string {
 	return []string{"/kubepods", "/kubepods/burstable", "/kubepods/besteffort"}
 }
 func (f *fakeCgroups) CPUSetDir(p string) string { return "/cpuset" + p }
+func (f *fakeCgroups) MayRun(p string) (bool, error) {
+	_, exists := f.cpus[p]
+	return exists, nil
+}
 func (f *fakeCgroups) Children(p string) ([]string, error) {
 	if _, ok := f.cpus[p]; !ok {
 		return nil, os.ErrNotExist
@@ -65,6 +70,8 @@ func (f *fakeCgroups) Children(p string) ([]string, error) {
 	sort.Strings(out)
 	return out, nil
 }
+func (f *fakeCgroups) KnownChildren(p string) ([]string, error) { return f.Children(p) }
+func (f *fakeCgroups) ForgetChildren(string)                    {}
 func (f *fakeCgroups) ReadCPUs(p string) (cpuset.CPUSet, error) {
 	c, ok := f.cpus[p]
 	if !ok {
@@ -108,16 +115,22 @@ func (f *fakeCgroups) ApplyPod(p podCgroupPlan) ([]string, error) {
 }
 
 type poolsFixture struct {
-	t    *testing.T
-	cg   *fakeCgroups
-	m    *Pools
-	pods map[string]podInfo
+	t     *testing.T
+	cg    *fakeCgroups
+	m     *Pools
+	pods  map[string]podInfo
+	clock time.Time // the pool manager's now
 }
+
+// advance moves the pool manager's clock.
+func (f *poolsFixture) advance(d time.Duration) { f.clock = f.clock.Add(d) }
 
 func newPoolsFixture(t *testing.T) *poolsFixture {
 	cg := newFakeCgroups()
 	s := newMemState(mustSet(t, "0-7"), mustSet(t, "0"))
-	return &poolsFixture{t: t, cg: cg, m: newPools(s, policy{alloc: firstFit{}, capFraction: 2.0 / 3.0}, cg), pods: map[string]podInfo{}}
+	f := &poolsFixture{t: t, cg: cg, m: newPools(s, policy{alloc: firstFit{}, capFraction: 2.0 / 3.0}, cg), pods: map[string]podInfo{}, clock: time.Unix(1e9, 0)}
+	f.m.now = func() time.Time { return f.clock }
+	return f
 }
 
 func (f *poolsFixture) all() []podInfo {
@@ -277,7 +290,9 @@ func TestPoolsUntouchedAndLateContainers(t *testing.T) {
 	if res.Written != 1 || res.Drift != 0 || f.cpusOf("s1") != "1-7" {
 		t.Fatalf("late container: written %d drift %d cpus %s", res.Written, res.Drift, f.cpusOf("s1"))
 	}
-	// Someone rewrites a container we set: the sweep puts it back, as drift.
+	// Someone rewrites a container we set (past the runtime's setup
+	// window): the sweep puts it back, as drift.
+	f.advance(f.m.settleAfter)
 	f.cg.cpus["/kubepods/burstable/pods1/ctr-a"] = cpuset.New(0)
 	res = f.m.Sweep(f.all())
 	if res.Drift != 1 || res.DriftUIDs["s1"] != 1 || f.cpusOf("s1") != "1-7" {
@@ -316,5 +331,130 @@ func TestPoolsRestoresQuotaWhenLeavingExclusive(t *testing.T) {
 	}
 	if f.cpusOf("db") != "1-7" {
 		t.Fatalf("db not back on the shared pool: %s", f.cpusOf("db"))
+	}
+}
+
+// TestPoolsRuntimeFirstWriteIsNotDrift replays what runc does on a real
+// node: the watcher lets the agent write a new container's cpuset right
+// after mkdir, then the runtime writes its own first value (the kubelet's
+// default set). Setting that back is not drift; a change after the
+// container runs (or after our value was found in place) is.
+func TestPoolsRuntimeFirstWriteIsNotDrift(t *testing.T) {
+	all := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7)
+	for _, tc := range []struct {
+		name    string
+		running bool // the kubelet reports the container running at the second pass
+	}{{"reported running", true}, {"not yet reported", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newPoolsFixture(t)
+			s1 := f.add("s1", QoSBurstable, nil, 1)
+			f.m.Sync(s1, f.all)
+			ctr := "/kubepods/burstable/pods1/ctr-new"
+			f.cg.cpus[ctr] = cpuset.New() // mkdir by the runtime
+			if res := f.m.Sync(s1, f.all); res.Written != 1 || res.Drift != 0 {
+				t.Fatalf("first write: %+v", res)
+			}
+			f.cg.cpus[ctr] = all // the runtime's own first cpuset
+			if tc.running {
+				s1.Running = map[string]bool{"containerd://ctr-new": true}
+				f.pods["s1"] = s1
+			}
+			res := f.m.Sync(s1, f.all)
+			if res.Written != 1 || res.Drift != 0 || len(res.DriftUIDs) != 0 || f.cg.cpus[ctr].String() != "1-7" {
+				t.Fatalf("runtime's first write counted as drift: %+v, cpus %s", res, f.cg.cpus[ctr])
+			}
+			if !tc.running {
+				// Nothing reported yet: a quick pass finding our value in
+				// place proves nothing (the runtime may not have written
+				// yet); the setup window passing settles the container.
+				if res := f.m.Sweep(f.all()); res.Written != 0 || res.Drift != 0 {
+					t.Fatalf("quiet sweep: %+v", res)
+				}
+				f.cg.cpus[ctr] = all
+				if res := f.m.Sweep(f.all()); res.Written != 1 || res.Drift != 0 {
+					t.Fatalf("runtime write after a quiet pass counted as drift: %+v", res)
+				}
+				f.advance(f.m.settleAfter)
+			}
+			f.cg.cpus[ctr] = all // now someone really changes it
+			res = f.m.Sweep(f.all())
+			if res.Drift != 1 || res.DriftUIDs["s1"] != 1 || f.cg.cpus[ctr].String() != "1-7" {
+				t.Fatalf("real drift not counted: %+v", res)
+			}
+		})
+	}
+}
+
+// TestPoolsReleaseWhenDeletedPodExited: a deleted exclusive pod gives its
+// cores back as soon as none of its containers can run on them, and not
+// a moment before.
+func TestPoolsReleaseWhenDeletedPodExited(t *testing.T) {
+	const (
+		idA = "containerd://ctr-a"
+		idB = "containerd://ctr-b"
+	)
+	running := containerState{Running: true}
+	for _, tc := range []struct {
+		name        string
+		deleting    bool
+		allReported bool
+		a, b        containerState
+		goneA       bool // ctr-a's cgroup removed
+		unknownA    bool // ctr-a reported under an ID whose cgroup we never saw
+		release     bool
+	}{
+		{name: "deleted, both terminated", deleting: true, allReported: true, a: containerState{Terminated: true}, b: containerState{Terminated: true}, release: true},
+		{name: "deleted, one still running", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}},
+		{name: "deleted, exited but its cgroup not yet removed", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}},
+		{name: "deleted, status lags but cgroup removed", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}, goneA: true, release: true},
+		{name: "deleted, running under an unknown cgroup", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}, unknownA: true},
+		{name: "deleted, waiting container with live cgroup", deleting: true, allReported: true, a: containerState{}, b: containerState{Terminated: true}},
+		{name: "deleted, never-started container", deleting: true, allReported: true, a: containerState{}, b: containerState{Terminated: true}, unknownA: true, release: true},
+		{name: "deleted, some status missing", deleting: true, a: containerState{Terminated: true}, b: containerState{Terminated: true}},
+		{name: "not deleted, containers exited (restarting)", allReported: true, a: containerState{Terminated: true}, b: containerState{Terminated: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newPoolsFixture(t)
+			s1 := f.add("s1", QoSBurstable, nil, 1)
+			f.m.Sync(s1, f.all)
+			db := f.add("db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive"}, 2)
+			if res := f.m.Sync(db, f.all); res.AllocatedCPUs != "1-2" || f.cpusOf("s1") != "3-7" {
+				t.Fatalf("allocate: %+v, shared %s", res, f.cpusOf("s1"))
+			}
+			ctrA, _ := f.cg.ContainerPath("db", QoSGuaranteed, idA)
+			if tc.goneA {
+				delete(f.cg.cpus, ctrA)
+			}
+			db.Deleting, db.AllReported = tc.deleting, tc.allReported
+			tc.a.ID, tc.b.ID = idA, idB
+			if tc.unknownA {
+				tc.a.ID = "containerd://ctr-x"
+				if !tc.a.Running {
+					tc.a.ID = ""
+				}
+			}
+			db.Containers = []containerState{tc.a, tc.b}
+			f.pods["db"] = db
+			res := f.m.Sync(db, f.all)
+			_, still := f.m.State().Assignment("db")
+			if still == tc.release {
+				t.Fatalf("released %v, want %v: %+v", !still, tc.release, res)
+			}
+			if !tc.release {
+				if got := f.cpusOf("s1"); got != "3-7" {
+					t.Fatalf("shared pool widened while db may still run: %s", got)
+				}
+				return
+			}
+			if got := f.cpusOf("s1"); got != "1-7" || !res.SharedChanged || len(res.Events) != 1 || res.Events[0].Reason != "Released" {
+				t.Fatalf("after release: shared %s, %+v", got, res)
+			}
+			// The dying pod's later updates never take cores again.
+			db.Containers = []containerState{{ID: idA, Running: true}, {ID: idB, Running: true}}
+			f.cg.cpus[ctrA] = cpuset.New(1, 2)
+			if res := f.m.Sync(db, f.all); res.AllocatedCPUs != "" || len(f.m.State().Assignments()) != 0 {
+				t.Fatalf("finished pod allocated again: %+v", res)
+			}
+		})
 	}
 }

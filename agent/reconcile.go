@@ -52,12 +52,22 @@ type controller struct {
 
 type knownPod struct {
 	UID, Namespace, Name string
+	// last is the pod as last seen, for its containers once it is gone.
+	last podInfo
+	// goneAt is when the reconciler first found the pod gone from the API
+	// while a container of it still ran.
+	goneAt time.Time
 }
 
+// maxWaitGone bounds how long a force-deleted pod's cores wait for its
+// containers to exit (the kubelet kills them within seconds).
+const maxWaitGone = time.Minute
+
 func (c *controller) rememberPod(p *corev1.Pod) {
+	info := c.podInfo(p)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.known[p.Namespace+"/"+p.Name] = &knownPod{string(p.UID), p.Namespace, p.Name}
+	c.known[p.Namespace+"/"+p.Name] = &knownPod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, last: info}
 }
 
 func (c *controller) runWorker(ctx context.Context) {
@@ -100,6 +110,28 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 		if prev == nil {
 			return nil
 		}
+		// Force-deleted (the object went at once): the cores stay the
+		// pod's until its containers have exited.
+		c.mu.Lock()
+		if prev.goneAt.IsZero() {
+			prev.goneAt = time.Now()
+		}
+		waited := time.Since(prev.goneAt)
+		c.mu.Unlock()
+		if c.pools.stillRunning(prev.last) {
+			if waited < maxWaitGone {
+				if timed { // the release latency counts from the delete
+					c.mu.Lock()
+					if _, pending := c.since[key]; !pending {
+						c.since[key] = since
+					}
+					c.mu.Unlock()
+				}
+				c.queue.AddAfter(key, 100*time.Millisecond)
+				return nil
+			}
+			c.log.Info("deleted pod's containers still run; releasing its cpus anyway", "pod", key, "waited", waited)
+		}
 		res := c.pools.Forget(prev.UID, c.allPods)
 		c.report(ctx, prev, nil, res, since, timed)
 		c.mu.Lock()
@@ -125,7 +157,7 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 	if late && res.Written > 0 {
 		c.metrics.lateLatency.Observe(time.Since(lateAt).Seconds())
 	}
-	c.report(ctx, &knownPod{info.UID, info.Namespace, info.Name}, pod, res, since, timed)
+	c.report(ctx, &knownPod{UID: info.UID, Namespace: info.Namespace, Name: info.Name}, pod, res, since, timed)
 	return failure(res)
 }
 
@@ -156,7 +188,7 @@ func (c *controller) report(ctx context.Context, who *knownPod, pod *corev1.Pod,
 		// its own Event, and its own retry.
 		if objs, _ := c.indexer.ByIndex(uidIndex, uid); len(objs) == 1 {
 			if p, ok := objs[0].(*corev1.Pod); ok {
-				c.events.emit(ctx, &knownPod{uid, p.Namespace, p.Name}, podEvent{Warning: true, Reason: "CgroupWriteFailed", Message: err.Error()})
+				c.events.emit(ctx, &knownPod{UID: uid, Namespace: p.Namespace, Name: p.Name}, podEvent{Warning: true, Reason: "CgroupWriteFailed", Message: err.Error()})
 				c.queue.AddRateLimited(p.Namespace + "/" + p.Name)
 			}
 		}
@@ -325,6 +357,22 @@ func (c *controller) podInfo(p *corev1.Pod) podInfo {
 	for _, ctr := range p.Spec.Containers {
 		limits[ctr.Name] = ctr.Resources.Limits
 	}
+	for _, sts := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
+		for _, st := range sts {
+			info.Containers = append(info.Containers, containerState{ID: st.ContainerID, Running: st.State.Running != nil, Terminated: st.State.Terminated != nil})
+			if st.ContainerID != "" && st.State.Running != nil {
+				if info.Running == nil {
+					info.Running = map[string]bool{}
+				}
+				info.Running[st.ContainerID] = true
+			}
+		}
+	}
+	info.AllReported = len(p.Status.ContainerStatuses) >= len(p.Spec.Containers) && len(p.Status.InitContainerStatuses) >= len(p.Spec.InitContainers)
+	info.Deleting = p.DeletionTimestamp != nil
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		info.Terminal = string(p.Status.Phase)
+	}
 	for _, st := range p.Status.ContainerStatuses {
 		if st.ContainerID == "" {
 			continue
@@ -429,9 +477,6 @@ func (c *controller) sweep(ctx context.Context) {
 	c.refreshKubeletState()
 	res := c.pools.Sweep(c.allPods())
 	c.metrics.observe(c.pools.State(), res, time.Time{}, false)
-	if res.Drift > 0 {
-		c.log.Info("corrected drift", "cgroups", res.Drift)
-	}
 	c.emitDrift(ctx, res)
 	for uid := range res.Failed {
 		if objs, _ := c.indexer.ByIndex(uidIndex, uid); len(objs) == 1 {
@@ -446,6 +491,9 @@ func (c *controller) sweep(ctx context.Context) {
 // emitDrift sends one Event per pod whose cgroups were found changed behind
 // the agent's back and set again.
 func (c *controller) emitDrift(ctx context.Context, res syncResult) {
+	if len(res.DriftPaths) > 0 {
+		c.log.Info("drift: cgroup files changed by someone else, set back", "files", res.DriftPaths)
+	}
 	for uid, n := range res.DriftUIDs {
 		objs, _ := c.indexer.ByIndex(uidIndex, uid)
 		if len(objs) != 1 {
@@ -455,7 +503,7 @@ func (c *controller) emitDrift(ctx context.Context, res syncResult) {
 		if !ok {
 			continue
 		}
-		c.events.emit(ctx, &knownPod{uid, p.Namespace, p.Name}, podEvent{Warning: true, Reason: "DriftCorrected",
+		c.events.emit(ctx, &knownPod{UID: uid, Namespace: p.Namespace, Name: p.Name}, podEvent{Warning: true, Reason: "DriftCorrected",
 			Message: fmt.Sprintf("%d cgroup file(s) had been changed by someone else; set back to the pod's pool", n)})
 	}
 }

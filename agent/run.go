@@ -86,7 +86,7 @@ func newController(ctx context.Context, cfg Config, cs kubernetes.Interface, log
 	state := &checkpointState{memState: newMemState(all, cfg.reserved()), file: cfg.CheckpointPath}
 	pol := policy{alloc: firstFit{}, capFraction: *cfg.ExclusiveCap}
 	if topo != nil {
-		pol.alloc = topologyAllocator{topo}
+		pol.alloc = topologyAllocator{topo: topo, ioAny: len(topo.IRQs) == 0}
 	}
 	if cfg.OvercommitRatio > 0 {
 		pol.sellable = c.sellable
@@ -127,6 +127,9 @@ func discoverCPUs(cfg Config, log logr.Logger) (cpuset.CPUSet, string, *topology
 	topo, warns, terr := topology.Discover(cfg.SysRoot, cfg.ProcRoot)
 	for _, w := range warns {
 		log.Info("topology degraded", "warning", w.String())
+	}
+	if terr == nil && len(topo.IRQs) == 0 {
+		log.Info("no IRQ information: the io-queues policies avoid and spread act as any", "reason", noIRQReason(warns))
 	}
 	if terr != nil {
 		log.Error(terr, "topology discovery failed: exclusive CPUs are picked by lowest id")

@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
@@ -19,9 +20,27 @@ var ErrNoFit = fmt.Errorf("%w: topology constraints cannot be met", ErrRefused)
 // CPUs are available, so everything else counts as taken for it.
 type topologyAllocator struct {
 	topo *topology.Topology
+	// ioAny: discovery found no IRQs (/proc/interrupts absent, masked or
+	// unreadable), so no CPU is known to serve IO queues; every io-queues
+	// policy is treated as any (logged once at start).
+	ioAny bool
+}
+
+// noIRQReason names why the topology has no IRQs, from the discovery
+// warnings.
+func noIRQReason(warns []topology.Warning) string {
+	for _, w := range warns {
+		if strings.HasSuffix(w.Path, "interrupts") {
+			return w.String()
+		}
+	}
+	return "the interrupts file lists no IRQs"
 }
 
 func (a topologyAllocator) Allocate(available cpuset.CPUSet, n int, o AllocOptions) (cpuset.CPUSet, error) {
+	if a.ioAny {
+		o.IOQueues = string(topology.IOAny)
+	}
 	if o.Policy == string(topology.BindAll) {
 		return cpuset.New(), fmt.Errorf("%w: cpu-policy bind-all grants no exclusive cores; use %s: true for all non-reserved CPUs", ErrNoFit, AnnotationReleaseIsolation)
 	}

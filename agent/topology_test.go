@@ -25,7 +25,7 @@ func twoCoresHT(t *testing.T) *topology.Topology {
 }
 
 func TestTopologyAllocator(t *testing.T) {
-	a := topologyAllocator{twoCoresHT(t)}
+	a := topologyAllocator{topo: twoCoresHT(t)}
 	for _, tc := range []struct {
 		name      string
 		available string

@@ -100,6 +100,16 @@ func TestBrokenTrees(t *testing.T) {
 				}
 			}},
 		{name: "no interrupts file", fixture: "nto-worker1-irqs", mutate: remove("proc/interrupts"), warnHas: "proc/interrupts: absent"},
+		{name: "empty interrupts file (masked)", fixture: "nto-worker1-irqs", mutate: write("proc/interrupts", ""), warnHas: "proc/interrupts: empty (masked)", check: noIRQsButTopology},
+		{name: "interrupts masked by /dev/null", fixture: "nto-worker1-irqs", mutate: func(t *testing.T, root string) {
+			p := filepath.Join(root, "proc/interrupts")
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink("/dev/null", p); err != nil {
+				t.Fatal(err)
+			}
+		}, warnHas: "proc/interrupts: empty (masked)", check: noIRQsButTopology},
 		{name: "no irq affinity files", fixture: "nto-worker1-irqs", mutate: remove("proc/irq"), warnHas: "IRQs have no smp_affinity file"},
 	}
 	for _, tc := range tests {
@@ -130,5 +140,17 @@ func TestBrokenTrees(t *testing.T) {
 				tc.check(t, topo)
 			}
 		})
+	}
+}
+
+// noIRQsButTopology: without IRQ information the rest of the machine is
+// still described (the nto-worker1-irqs capture: 2 sockets).
+func noIRQsButTopology(t *testing.T, topo *Topology) {
+	t.Helper()
+	if len(topo.IRQs) != 0 || !topo.IOCPUs().IsEmpty() {
+		t.Errorf("IRQs %d, IO CPUs %s; want none", len(topo.IRQs), topo.IOCPUs())
+	}
+	if c := topo.Counts(); c.Online == 0 || c.Cores == 0 || c.Sockets == 0 {
+		t.Errorf("topology lost with the IRQs: %+v", c)
 	}
 }

@@ -3,6 +3,7 @@
 package topology
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"path/filepath"
@@ -11,16 +12,24 @@ import (
 
 // readIRQs reads <proc>/interrupts and, for every numbered IRQ,
 // <proc>/irq/N/smp_affinity_list (else smp_affinity) and
-// effective_affinity_list. A missing /proc/interrupts yields a warning and no
-// IRQs; a garbled one is an error.
+// effective_affinity_list. A missing, empty (masked) or unreadable
+// /proc/interrupts yields a warning and no IRQs; a garbled one is an error.
 func readIRQs(procRoot string) ([]IRQ, []Warning, error) {
 	path := filepath.Join(procRoot, "interrupts")
 	b, err := readBounded(path, maxInterruptsBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, []Warning{{path, "absent: no IO-queue information"}}, nil
 	}
+	// Container runtimes mask the file (an empty /dev/null bind mount) or
+	// deny it: the rest of the topology is still good.
+	if errors.Is(err, fs.ErrPermission) {
+		return nil, []Warning{{path, "unreadable (" + err.Error() + "): no IO-queue information"}}, nil
+	}
 	if err != nil {
 		return nil, nil, err
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, []Warning{{path, "empty (masked): no IO-queue information"}}, nil
 	}
 	lines, err := parseInterrupts(b)
 	if err != nil {

@@ -14,7 +14,9 @@
 // /run/netns, /var/lib/cni, /var/log/containers and six kernel sysctls
 // (plus ip_forward from the ptp plugin). StartNode records what existed
 // before, refuses to start when kubepods exists, and holds NodeLockFile;
-// teardown removes only what is new and puts the sysctls back. If a test
+// teardown removes only what is new and puts the sysctls back. It drains
+// the node through the API first, deleting the controllers that own its
+// pods (a DaemonSet would re-create them) and then the pods. If a test
 // process dies without teardown (a go test -timeout panic, SIGKILL), its
 // children die with it but shims and host state stay: the next StartNode
 // names the directory, and `go run ./test/cmd/testbed down --dir DIR`

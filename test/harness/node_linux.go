@@ -592,8 +592,9 @@ func apiAlive(st *State) bool {
 	return p != nil && p.Alive()
 }
 
-// drainPods deletes every pod bound to the node (1 s grace) and waits until
-// the kubelet has confirmed their deletion and removed their cgroups.
+// drainPods deletes the controllers owning pods on the node (they would
+// re-create them), then every pod bound to the node (1 s grace), and waits
+// until the kubelet has confirmed their deletion and removed their cgroups.
 func drainPods(st *State, timeout time.Duration) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", st.Kubeconfig)
 	if err != nil {
@@ -614,6 +615,9 @@ func drainPods(st *State, timeout time.Duration) error {
 		}
 		if len(pods.Items) == 0 && !podCgroupsLeft(st.Node.CgroupRoots) {
 			return nil
+		}
+		if err := deleteControllers(ctx, cs, pods.Items); err != nil {
+			return err
 		}
 		for _, p := range pods.Items {
 			if p.DeletionTimestamp == nil {
