@@ -57,6 +57,56 @@ func BenchmarkIngest(b *testing.B) {
 			reportRate(b, cpu0, float64(b.N), "samples")
 		})
 	}
+	// The ingest path: one Recorder per container, no id lookup.
+	// "distinct-times" stamps every container's sample a different
+	// nanosecond, so no two histograms share a decay factor (the worst case
+	// for the memo; an agent stamps a collection round with one time).
+	for _, tc := range []struct {
+		preset   string
+		distinct bool
+	}{{DefaultPreset, false}, {"vpa", false}, {DefaultPreset, true}} {
+		name := "recorder-Add-" + tc.preset
+		if tc.distinct {
+			name += "-distinct-times"
+		}
+		b.Run(name, func(b *testing.B) {
+			cpu0 := processCPUSeconds()
+			r, _ := New(mustPreset(b, tc.preset))
+			recs := make([]*Recorder, 1000)
+			for i := range recs {
+				recs[i] = r.Recorder(fmt.Sprintf("ns/pod-%d/c", i))
+			}
+			for i := 0; b.Loop(); i++ {
+				at := t0.Add(time.Duration(i/1000) * 10 * time.Second)
+				if tc.distinct {
+					at = at.Add(time.Duration(i % 1000))
+				}
+				_ = recs[i%1000].Add(Sample{Time: at, CPUCores: values[i&4095], MemoryBytes: 1e8 + values[i&4095]*1e8})
+			}
+			reportRate(b, cpu0, float64(b.N), "samples")
+		})
+	}
+	// Batches of one minute (6 samples) per container.
+	b.Run("recorder-AddBatch6-"+DefaultPreset, func(b *testing.B) {
+		cpu0 := processCPUSeconds()
+		r, _ := New(mustPreset(b, DefaultPreset))
+		recs := make([]*Recorder, 1000)
+		for i := range recs {
+			recs[i] = r.Recorder(fmt.Sprintf("ns/pod-%d/c", i))
+		}
+		batch := make([]Sample, 6)
+		n := 0
+		for i := 0; b.Loop(); i++ {
+			minute := t0.Add(time.Duration(i/1000) * time.Minute)
+			for k := range batch {
+				v := values[(i*6+k)&4095]
+				batch[k] = Sample{Time: minute.Add(time.Duration(k) * 10 * time.Second), CPUCores: v, MemoryBytes: 1e8 + v*1e8}
+			}
+			_ = recs[i%1000].AddBatch(batch)
+			n += len(batch)
+		}
+		reportRate(b, cpu0, float64(n), "samples")
+	})
 }
 
 // Histogram size: encoded bytes of a realistic histogram (a month of one

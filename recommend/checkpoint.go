@@ -112,46 +112,52 @@ func (r *Recommender) encodePayload(b []byte, now time.Time) []byte {
 	b = appendTime(b, now)
 	b = binary.AppendUvarint(b, uint64(len(r.containers)))
 	for id, c := range r.containers {
-		b = appendString(b, id)
-		b = appendTime(b, c.first)
-		b = appendTime(b, c.last)
-		b = binary.AppendVarint(b, c.samples)
-		for _, v := range []float64{c.spec.CPURequest, c.spec.CPULimit, c.spec.MemoryRequest, c.spec.MemoryLimit} {
-			b = appendFloat(b, v)
+		b = c.appendState(b, id)
+	}
+	return b
+}
+
+// appendState appends one container's checkpoint record.
+func (c *container) appendState(b []byte, id string) []byte {
+	b = appendString(b, id)
+	b = appendTime(b, c.first)
+	b = appendTime(b, c.last)
+	b = binary.AppendVarint(b, c.samples)
+	for _, v := range []float64{c.spec.CPURequest, c.spec.CPULimit, c.spec.MemoryRequest, c.spec.MemoryLimit} {
+		b = appendFloat(b, v)
+	}
+	b = binary.AppendUvarint(b, uint64(len(c.oomKills)))
+	for _, k := range c.oomKills {
+		b = appendTime(b, k)
+	}
+	b = appendFloat(b, c.oomLimit)
+	b = appendTime(b, c.lastOOMAt)
+	if v := c.vpa; v != nil {
+		b = append(b, 1)
+		b = v.cpu.appendBinary(b)
+		b = v.mem.appendBinary(b)
+		for _, t := range []time.Time{v.firstCPU, v.lastCPU, v.lastCPUSample} {
+			b = appendTime(b, t)
 		}
-		b = binary.AppendUvarint(b, uint64(len(c.oomKills)))
-		for _, k := range c.oomKills {
-			b = appendTime(b, k)
+		for _, n := range []int64{v.cpuSamples, v.memPeak, v.oomPeak} {
+			b = binary.AppendVarint(b, n)
 		}
-		b = appendFloat(b, c.oomLimit)
-		b = appendTime(b, c.lastOOMAt)
-		if v := c.vpa; v != nil {
+		b = appendTime(b, v.windowEnd)
+		b = appendTime(b, v.lastMemSample)
+		return b
+	}
+	b = append(b, 0)
+	for _, s := range []*resourceState{&c.cpu, &c.mem} {
+		b = s.hist.appendBinary(b)
+		if s.fast != nil {
 			b = append(b, 1)
-			b = v.cpu.appendBinary(b)
-			b = v.mem.appendBinary(b)
-			for _, t := range []time.Time{v.firstCPU, v.lastCPU, v.lastCPUSample} {
-				b = appendTime(b, t)
-			}
-			for _, n := range []int64{v.cpuSamples, v.memPeak, v.oomPeak} {
-				b = binary.AppendVarint(b, n)
-			}
-			b = appendTime(b, v.windowEnd)
-			b = appendTime(b, v.lastMemSample)
-			continue
+			b = s.fast.appendBinary(b)
+		} else {
+			b = append(b, 0)
 		}
-		b = append(b, 0)
-		for _, s := range []*resourceState{&c.cpu, &c.mem} {
-			b = s.hist.appendBinary(b)
-			if s.fast != nil {
-				b = append(b, 1)
-				b = s.fast.appendBinary(b)
-			} else {
-				b = append(b, 0)
-			}
-			b = appendTime(b, s.peakEnd)
-			b = appendFloat(b, s.peak)
-			b = appendFloat(b, s.held)
-		}
+		b = appendTime(b, s.peakEnd)
+		b = appendFloat(b, s.peak)
+		b = appendFloat(b, s.held)
 	}
 	return b
 }
@@ -260,6 +266,9 @@ func (r *Recommender) DecodeCheckpoint(name string, data []byte) error {
 		return corrupt("%v", err)
 	}
 	r.mu.Lock()
+	for _, c := range r.containers {
+		c.detached = true
+	}
 	r.containers = containers
 	r.mu.Unlock()
 	return nil
@@ -307,6 +316,7 @@ func (d *decoder) hist(fresh *Histogram) *Histogram {
 		d.err = fmt.Errorf("%w: histogram options %+v, policy wants %+v", ErrOptionsMismatch, h.opts, want)
 		return nil
 	}
+	h.memo = fresh.memo
 	return h
 }
 
@@ -335,7 +345,7 @@ func (r *Recommender) decodeV1(raw []byte) (map[string]*container, error) {
 	out := make(map[string]*container, min(count, uint64(len(raw)/16)))
 	for range count {
 		id := d.string(1 << 12)
-		c := newContainer(&r.policy)
+		c := newContainer(&r.policy, r.decay)
 		c.first, c.last, c.samples = d.time(), d.time(), d.varint()
 		c.spec = Resources{CPURequest: d.float(), CPULimit: d.float(), MemoryRequest: d.float(), MemoryLimit: d.float()}
 		kills := d.uvarint()

@@ -15,13 +15,13 @@ type resourceState struct {
 	held float64
 }
 
-func newResourceState(rp *ResourcePolicy, base HistogramOptions) resourceState {
+func newResourceState(rp *ResourcePolicy, base HistogramOptions, memo *decayMemo) resourceState {
 	o := base
 	o.HalfLife = time.Duration(rp.HalfLife)
-	s := resourceState{hist: mustHistogram(o)}
+	s := resourceState{hist: mustHistogram(o, memo)}
 	if rp.FastHalfLife > 0 {
 		o.HalfLife = time.Duration(rp.FastHalfLife)
-		s.fast = mustHistogram(o)
+		s.fast = mustHistogram(o, memo)
 	}
 	return s
 }
@@ -109,6 +109,10 @@ func (s *resourceState) next(rp *ResourcePolicy, est float64) float64 {
 
 // container is the state of one container under one policy.
 type container struct {
+	// detached: the container left its Recommender's map (Forget or a
+	// loaded checkpoint); Recorders holding it look their id up again.
+	detached bool
+
 	vpa *vpaContainer // EngineVPA only
 
 	cpu, mem    resourceState
@@ -121,13 +125,15 @@ type container struct {
 	lastOOMAt time.Time
 }
 
-func newContainer(p *Policy) *container {
+// newContainer returns an empty container whose histograms share memo
+// (nil: none); memo's users must be serialised.
+func newContainer(p *Policy, memo *decayMemo) *container {
 	if p.Engine == EngineVPA {
-		return &container{vpa: newVPAContainer(&p.VPA)}
+		return &container{vpa: newVPAContainer(&p.VPA, memo)}
 	}
 	return &container{
-		cpu: newResourceState(&p.CPU, CPUHistogramOptions()),
-		mem: newResourceState(&p.Memory, MemoryHistogramOptions()),
+		cpu: newResourceState(&p.CPU, CPUHistogramOptions(), memo),
+		mem: newResourceState(&p.Memory, MemoryHistogramOptions(), memo),
 	}
 }
 

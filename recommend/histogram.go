@@ -88,9 +88,13 @@ func (o HistogramOptions) FindBucket(v float64) int {
 	return b
 }
 
-// findBucket is FindBucket with log(Ratio) cached (the same value, so the
-// same bucket).
+// findBucket is FindBucket through the shared threshold table when there is
+// one, else with log(Ratio) cached (the same value, so the same bucket).
+// v is never NaN here (AddSample and SubtractSample drop NaN first).
 func (h *Histogram) findBucket(v float64) int {
+	if h.layout != nil {
+		return h.layout.find(v)
+	}
 	o := &h.opts
 	if v < o.FirstBucketSize {
 		return 0
@@ -123,6 +127,12 @@ type Histogram struct {
 	// Derived on the hot path, cached: log(Ratio) and ref + 100 half-lives.
 	logRatio float64
 	maxRef   time.Time
+	// layout is the bucket threshold table shared by histograms with the
+	// same bucket options (nil: use the formula).
+	layout *bucketLayout
+	// memo is the owning Recommender's decay-factor memo (nil: none). It
+	// is not kept by Clone or decoding, whose results may leave the lock.
+	memo *decayMemo
 }
 
 // NewHistogram returns an empty histogram with the given layout.
@@ -130,7 +140,7 @@ func NewHistogram(o HistogramOptions) (*Histogram, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Histogram{opts: o, weights: make([]float64, o.NumBuckets), min: o.NumBuckets - 1}
+	h := &Histogram{opts: o, weights: make([]float64, o.NumBuckets), min: o.NumBuckets - 1, layout: cachedLayout(o)}
 	h.derive()
 	return h, nil
 }
@@ -140,11 +150,12 @@ func (h *Histogram) derive() {
 	h.maxRef = h.ref.Add(time.Duration(int64(h.opts.HalfLife) * maxDecayExponent))
 }
 
-func mustHistogram(o HistogramOptions) *Histogram {
+func mustHistogram(o HistogramOptions, memo *decayMemo) *Histogram {
 	h, err := NewHistogram(o)
 	if err != nil {
 		panic(err) // only called with the package's own constant options
 	}
+	h.memo = memo
 	return h
 }
 
@@ -265,6 +276,7 @@ func (h *Histogram) Merge(other *Histogram) error {
 func (h *Histogram) Clone() *Histogram {
 	c := *h
 	c.weights = append([]float64(nil), h.weights...)
+	c.memo = nil
 	return &c
 }
 
@@ -292,7 +304,32 @@ func (h *Histogram) decayFactor(t time.Time) float64 {
 	if t.After(h.maxRef) {
 		h.shiftReference(t)
 	}
-	return math.Exp2(float64(t.Sub(h.ref)) / float64(h.opts.HalfLife))
+	x := float64(t.Sub(h.ref)) / float64(h.opts.HalfLife)
+	if h.memo != nil {
+		return h.memo.exp2(x)
+	}
+	return math.Exp2(x)
+}
+
+// decayMemo remembers recent math.Exp2 results by their exact argument, for
+// the histograms of one Recommender (used under its lock). Every container
+// sampled in a collection round at the round's time, with the same
+// half-life and reference time, asks for the same decay factor: the memo
+// computes it once per round instead of once per sample. A remembered value
+// is math.Exp2's own result for the same argument bits, so only the cost
+// changes. Direct-mapped; an empty slot has val 0, which Exp2 returns only
+// on underflow (then it is simply recomputed).
+type decayMemo [64]struct{ arg, val uint64 }
+
+func (m *decayMemo) exp2(x float64) float64 {
+	xb := math.Float64bits(x)
+	s := &m[(xb*0x9E3779B97F4A7C15)>>58]
+	if s.arg == xb && s.val != 0 {
+		return math.Float64frombits(s.val)
+	}
+	v := math.Exp2(x)
+	s.arg, s.val = xb, math.Float64bits(v)
+	return v
 }
 
 func (h *Histogram) shiftReference(t time.Time) {
@@ -486,7 +523,7 @@ func (d *decoder) histogramInto(reuse []float64) (*Histogram, error) {
 	if uint64(len(weights)) != nb {
 		weights = make([]float64, nb)
 	}
-	h := &Histogram{opts: o, weights: weights, total: total, min: int(lo), max: int(hi)}
+	h := &Histogram{opts: o, weights: weights, total: total, min: int(lo), max: int(hi), layout: knownLayout(o)}
 	h.ref = time.Unix(sec, int64(nsec))
 	if sec == (time.Time{}).Unix() && nsec == 0 {
 		h.ref = time.Time{} // keep IsZero and the exact VPA starting reference

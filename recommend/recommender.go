@@ -43,11 +43,16 @@ type Recommendation struct {
 }
 
 // Recommender keeps per-container state under one policy. It is safe for
-// concurrent use.
+// concurrent use: one mutex serialises every call. Ingest costs well under
+// a microsecond per sample (BenchmarkIngest), far below a node's sampling
+// rate, so one lock keeps the state simple without limiting the agent.
 type Recommender struct {
 	mu         sync.Mutex
-	policy     Policy
+	policy     Policy // immutable after New
 	containers map[string]*container
+	// decay memoises decay factors for every histogram of this Recommender
+	// (guarded by mu like the histograms that use it).
+	decay *decayMemo
 }
 
 // New returns a Recommender for a validated copy of p.
@@ -55,16 +60,17 @@ func New(p Policy) (*Recommender, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return &Recommender{policy: p, containers: map[string]*container{}}, nil
+	return &Recommender{policy: p, containers: map[string]*container{}, decay: new(decayMemo)}, nil
 }
 
 // Policy returns the policy in use.
 func (r *Recommender) Policy() Policy { return r.policy }
 
+// get returns container id, created if needed. r.mu must be held.
 func (r *Recommender) get(id string) *container {
 	c, ok := r.containers[id]
 	if !ok {
-		c = newContainer(&r.policy)
+		c = newContainer(&r.policy, r.decay)
 		r.containers[id] = c
 	}
 	return c
@@ -72,22 +78,105 @@ func (r *Recommender) get(id string) *container {
 
 // Add records a sample of container id. A negative, NaN or infinite value
 // gives ErrInvalidSample and a sample not after the container's previous one
-// gives ErrStaleSample; in both cases nothing changes.
+// gives ErrStaleSample; in both cases nothing changes. On the ingest path,
+// Recorder.Add does the same without looking the id up per sample.
 func (r *Recommender) Add(id string, s Sample) error {
-	if !validAmount(s.CPUCores) || !validAmount(s.MemoryBytes) {
-		return fmt.Errorf("%w: container %q at %s: cpu %v cores, memory %v bytes", ErrInvalidSample, id, s.Time.Format(time.RFC3339), s.CPUCores, s.MemoryBytes)
+	if err := checkSample(id, s); err != nil {
+		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := r.get(id)
-	if c.samples > 0 && !s.Time.After(c.last) {
-		return fmt.Errorf("%w: container %q at %s, previous sample at %s", ErrStaleSample, id, s.Time.Format(time.RFC3339Nano), c.last.Format(time.RFC3339Nano))
+	return r.get(id).addChecked(&r.policy, id, s)
+}
+
+func checkSample(id string, s Sample) error {
+	if !validAmount(s.CPUCores) || !validAmount(s.MemoryBytes) {
+		return fmt.Errorf("%w: container %q at %s: cpu %v cores, memory %v bytes", ErrInvalidSample, id, s.Time.Format(time.RFC3339), s.CPUCores, s.MemoryBytes)
 	}
-	c.add(&r.policy, s)
+	return nil
+}
+
+func staleSample(id string, t, prev time.Time) error {
+	return fmt.Errorf("%w: container %q at %s, previous sample at %s", ErrStaleSample, id, t.Format(time.RFC3339Nano), prev.Format(time.RFC3339Nano))
+}
+
+// addChecked adds a valid sample unless it is not after the previous one.
+func (c *container) addChecked(p *Policy, id string, s Sample) error {
+	if c.samples > 0 && !s.Time.After(c.last) {
+		return staleSample(id, s.Time, c.last)
+	}
+	c.add(p, s)
 	return nil
 }
 
 func validAmount(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
+
+// Recorder is a handle on one container's state for the ingest path: it
+// skips the id lookup (string hash and map probe) of Recommender.Add. Keep
+// one per container. A Recorder stays valid after Forget or LoadCheckpoint:
+// its next Add looks the id up again and records into the id's current (or
+// new) state, exactly as Recommender.Add would. It is safe for concurrent
+// use (it takes the Recommender's lock).
+type Recorder struct {
+	r  *Recommender
+	id string
+	c  *container // guarded by r.mu
+}
+
+// Recorder returns a handle on container id, creating its (empty) state.
+func (r *Recommender) Recorder(id string) *Recorder {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return &Recorder{r: r, id: id, c: r.get(id)}
+}
+
+// ID returns the container id the Recorder records for.
+func (h *Recorder) ID() string { return h.id }
+
+// container returns the Recorder's state, looking the id up again when the
+// state it held left the Recommender. r.mu must be held.
+func (h *Recorder) container() *container {
+	if h.c.detached {
+		h.c = h.r.get(h.id)
+	}
+	return h.c
+}
+
+// Add records a sample, with the errors and guarantees of Recommender.Add.
+func (h *Recorder) Add(s Sample) error {
+	if err := checkSample(h.id, s); err != nil {
+		return err
+	}
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	return h.container().addChecked(&h.r.policy, h.id, s)
+}
+
+// AddBatch records samples in order under one lock acquisition. It is all
+// or nothing: when any sample is invalid (ErrInvalidSample) or not after the
+// one before it (ErrStaleSample), the error names its index and no sample
+// of the batch is recorded.
+func (h *Recorder) AddBatch(samples []Sample) error {
+	for i, s := range samples {
+		if err := checkSample(h.id, s); err != nil {
+			return fmt.Errorf("sample %d of %d: %w", i, len(samples), err)
+		}
+	}
+	h.r.mu.Lock()
+	defer h.r.mu.Unlock()
+	c := h.container()
+	prev, have := c.last, c.samples > 0
+	for i, s := range samples {
+		if have && !s.Time.After(prev) {
+			return fmt.Errorf("sample %d of %d: %w", i, len(samples), staleSample(h.id, s.Time, prev))
+		}
+		prev, have = s.Time, true
+	}
+	for _, s := range samples {
+		c.add(&h.r.policy, s)
+	}
+	return nil
+}
 
 // SetResources tells the recommender the container's current requests and
 // limits, used for limit ratios and as the OOM formula's current limit.
@@ -129,7 +218,10 @@ func (r *Recommender) Recommend(id string, now time.Time) (Recommendation, bool)
 func (r *Recommender) Forget(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.containers, id)
+	if c, ok := r.containers[id]; ok {
+		c.detached = true
+		delete(r.containers, id)
+	}
 }
 
 // Containers returns the number of containers with state.

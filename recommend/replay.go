@@ -160,7 +160,8 @@ func replaySeries(s *Series, anchor, step, warmup int64, opt *ReplayOptions) *se
 	if len(s.TS) == 0 {
 		return res
 	}
-	pc, cc := newContainer(&opt.Policy), newContainer(&opt.Control)
+	memo := new(decayMemo) // this series' containers only
+	pc, cc := newContainer(&opt.Policy, memo), newContainer(&opt.Control, memo)
 	first, last := s.TS[0], s.TS[len(s.TS)-1]
 	scoreFrom := first + warmup
 	fed, scored := 0, 0

@@ -71,10 +71,10 @@ type vpaContainer struct {
 	lastMemSample    time.Time
 }
 
-func newVPAContainer(cfg *VPAConfig) *vpaContainer {
+func newVPAContainer(cfg *VPAConfig, memo *decayMemo) *vpaContainer {
 	co, mo := CPUHistogramOptions(), MemoryHistogramOptions()
 	co.HalfLife, mo.HalfLife = cfg.CPUHalfLife, cfg.MemoryHalfLife
-	return &vpaContainer{cfg: cfg, cpu: mustHistogram(co), mem: mustHistogram(mo)}
+	return &vpaContainer{cfg: cfg, cpu: mustHistogram(co, memo), mem: mustHistogram(mo, memo)}
 }
 
 func (c *vpaContainer) addCPU(t time.Time, cores float64) {
