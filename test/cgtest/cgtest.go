@@ -131,9 +131,19 @@ func (s *Sandbox) mkdir(key, dir string) {
 		// A fresh v1 cpuset is empty and refuses tasks (ENOSPC); copy the
 		// parent's, as runc and the kubelet do.
 		for _, f := range []string{"cpuset.mems", "cpuset.cpus"} {
-			b, err := os.ReadFile(filepath.Join(filepath.Dir(dir), f))
-			if err == nil {
-				err = os.WriteFile(filepath.Join(dir, f), b, 0)
+			var err error
+			// An agent under test may narrow the parent between the read and
+			// the write (the kernel then answers EACCES): read it again.
+			for try := 0; try < 20; try++ {
+				var b []byte
+				b, err = os.ReadFile(filepath.Join(filepath.Dir(dir), f))
+				if err == nil {
+					err = os.WriteFile(filepath.Join(dir, f), b, 0)
+				}
+				if !errors.Is(err, fs.ErrPermission) {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
 			if err != nil {
 				s.t.Fatalf("cgtest: init %s: %v", filepath.Join(dir, f), err)
