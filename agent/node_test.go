@@ -46,35 +46,9 @@ func nodePod(name, node string, cpu string, guaranteed bool, ann map[string]stri
 // no quota, the shared pod's container moves off it, and deleting the
 // exclusive pod gives the core back.
 func TestNodeExclusivePool(t *testing.T) {
-	bins := tier.Node(t)
-	cp := harness.MustStart(t, bins, harness.Options{Controllers: true})
-	n := harness.MustStartNode(t, cp, harness.NodeOptions{})
-	cs := cp.Client
+	n, cs, c := startNodeAgent(t, nil)
 	ctx := context.Background()
-
-	cfg := DefaultConfig()
-	cfg.NodeName = n.Name()
-	cfg.CheckpointPath = filepath.Join(t.TempDir(), "cpu_pools.checkpoint")
-	cfg.KubeletCPUManagerState = ""
-	cfg.HealthAddr = ""
-	cfg.SocketPath = filepath.Join(t.TempDir(), "agent.sock")
-	actx, cancel := context.WithCancel(ctx)
-	c, err := newController(actx, cfg, cs, testLoggerTB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- c.run(actx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
 	all := c.pools.State().All()
-	if all.Size() < 2 {
-		t.Skip("node tier: needs 2 CPUs")
-	}
 
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, nodePod("web", n.Name(), "500m", false, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -141,36 +115,10 @@ func statusOf(t testing.TB, cs kubernetes.Interface, name string) (Status, map[s
 // the core is never handed back while the old container still runs, and
 // the runtime's own first cpuset on a new container is not drift.
 func TestNodeReleaseOnTerminationAndNoFalseDrift(t *testing.T) {
-	bins := tier.Node(t)
-	cp := harness.MustStart(t, bins, harness.Options{Controllers: true})
-	n := harness.MustStartNode(t, cp, harness.NodeOptions{})
-	cs := cp.Client
+	const sweep = 2 * time.Second
+	n, cs, c := startNodeAgent(t, func(cfg *Config) { cfg.SweepInterval = Duration{sweep} })
 	ctx := context.Background()
-
-	cfg := DefaultConfig()
-	cfg.NodeName = n.Name()
-	cfg.CheckpointPath = filepath.Join(t.TempDir(), "cpu_pools.checkpoint")
-	cfg.SweepInterval = Duration{2 * time.Second}
-	cfg.KubeletCPUManagerState = ""
-	cfg.HealthAddr = ""
-	cfg.SocketPath = filepath.Join(t.TempDir(), "agent.sock")
-	actx, cancel := context.WithCancel(ctx)
-	c, err := newController(actx, cfg, cs, testLoggerTB(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- c.run(actx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
 	all := c.pools.State().All()
-	if all.Size() < 2 {
-		t.Skip("node tier: needs 2 CPUs")
-	}
 	web := nodePod("web", n.Name(), "500m", false, nil)
 	db := nodePod("db", n.Name(), "1", true, map[string]string{AnnotationCPUPool: "exclusive"})
 	grace := int64(30)
@@ -209,7 +157,7 @@ func TestNodeReleaseOnTerminationAndNoFalseDrift(t *testing.T) {
 		return ctrCPUs(dbRel) == excl && ctrCPUs(webRel) == shared, ctrCPUs(dbRel) + " " + ctrCPUs(webRel)
 	})
 	// Let a sweep pass over the settled containers.
-	time.Sleep(cfg.SweepInterval.Duration + time.Second)
+	time.Sleep(sweep + time.Second)
 	for _, name := range []string{"db", "web"} {
 		evs, _ := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
 		for _, ev := range evs.Items {
@@ -255,4 +203,41 @@ func TestNodeReleaseOnTerminationAndNoFalseDrift(t *testing.T) {
 	_, gone := cs.CoreV1().Pods("default").Get(ctx, "db", metav1.GetOptions{})
 	t.Logf("delete (grace %ds) -> db container exited %v -> shared widened %v (container exit -> widened %v); pod object gone at widening: %v",
 		gp, dbExited.Round(time.Millisecond), widened.Round(time.Millisecond), (widened - dbExited).Round(time.Millisecond), gone != nil)
+}
+
+// startNodeAgent brings up a real control plane and node and runs the agent
+// in this process against them until the test ends (stopped before the
+// harness tears the node down). It skips on fewer than 2 CPUs.
+func startNodeAgent(t *testing.T, tweak func(*Config)) (*harness.Node, kubernetes.Interface, *controller) {
+	t.Helper()
+	bins := tier.Node(t)
+	cp := harness.MustStart(t, bins, harness.Options{Controllers: true})
+	n := harness.MustStartNode(t, cp, harness.NodeOptions{})
+	cfg := DefaultConfig()
+	cfg.NodeName = n.Name()
+	cfg.CheckpointPath = filepath.Join(t.TempDir(), "cpu_pools.checkpoint")
+	cfg.KubeletCPUManagerState = ""
+	cfg.HealthAddr = ""
+	cfg.SocketPath = filepath.Join(t.TempDir(), "agent.sock")
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	actx, cancel := context.WithCancel(context.Background())
+	c, err := newController(actx, cfg, cp.Client, testLoggerTB(t))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.run(actx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	if c.pools.State().All().Size() < 2 {
+		t.Skip("node tier: needs 2 CPUs")
+	}
+	return n, cp.Client, c
 }
