@@ -10,8 +10,9 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/cgpilot/cgpilot/internal/atomicfile"
 )
 
 // A checkpoint keeps only what cannot be recomputed: the histograms and the
@@ -162,9 +163,8 @@ func (c *container) appendState(b []byte, id string) []byte {
 	return b
 }
 
-// SaveCheckpoint writes the state to path atomically: a temporary file in
-// the same directory is written, fsynced and renamed over path, then the
-// directory is fsynced, so a crash leaves either the old or the new file.
+// SaveCheckpoint writes the state to path atomically and durably through
+// internal/atomicfile: a crash leaves either the old or the new file.
 func (r *Recommender) SaveCheckpoint(path string, now time.Time) error {
 	data, err := r.EncodeCheckpoint(now)
 	if err != nil {
@@ -173,51 +173,20 @@ func (r *Recommender) SaveCheckpoint(path string, now time.Time) error {
 	if len(data) > MaxCheckpointBytes {
 		return fmt.Errorf("%w: %s: %d bytes exceed the %d-byte bound", ErrCheckpoint, path, len(data), MaxCheckpointBytes)
 	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrCheckpoint, path, err)
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("%w: write %s: %w", ErrCheckpoint, tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("%w: fsync %s: %w", ErrCheckpoint, tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("%w: close %s: %w", ErrCheckpoint, tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("%w: rename %s to %s: %w", ErrCheckpoint, tmp.Name(), path, err)
-	}
-	ok = true
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("%w: open dir %s: %w", ErrCheckpoint, dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("%w: fsync dir %s: %w", ErrCheckpoint, dir, err)
+	if err := atomicfile.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}
 	return nil
 }
 
 // LoadCheckpoint replaces the state with the checkpoint at path, all or
 // nothing. A missing file returns an error wrapping fs.ErrNotExist. A
-// corrupt, oversized, foreign-policy or future-version file returns a
-// *CorruptCheckpointError or *VersionError (both wrap ErrCheckpoint), is
-// renamed to path + ".corrupt" so that the next save does not lose the
-// evidence, and leaves the state untouched (fresh at startup).
+// corrupt, oversized or foreign-policy file returns a
+// *CorruptCheckpointError (wrapping ErrCheckpoint), is moved aside with
+// atomicfile.Quarantine so that the next save does not lose the evidence,
+// and leaves the state untouched (fresh at startup). A file of a newer
+// format returns a *VersionError and is left in place: a downgraded agent
+// must not destroy its successor's state.
 func (r *Recommender) LoadCheckpoint(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -231,9 +200,9 @@ func (r *Recommender) LoadCheckpoint(path string) error {
 	err = r.DecodeCheckpoint(path, data)
 	var ce *CorruptCheckpointError
 	var ve *VersionError
-	if errors.As(err, &ce) || errors.As(err, &ve) {
-		if rerr := os.Rename(path, path+".corrupt"); rerr != nil {
-			return fmt.Errorf("%w (and moving it aside failed: %w)", err, rerr)
+	if errors.As(err, &ce) || (errors.As(err, &ve) && ve.Version < 1) {
+		if _, qerr := atomicfile.Quarantine(path, time.Now()); qerr != nil {
+			return fmt.Errorf("%w (and moving it aside failed: %w)", err, qerr)
 		}
 	}
 	return err

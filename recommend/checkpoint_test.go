@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cgpilot/cgpilot/internal/atomicfile"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files and testdata samples")
@@ -172,8 +174,16 @@ func TestCheckpointLoadErrors(t *testing.T) {
 			if fresh.Containers() != 1 {
 				t.Errorf("state changed: %d containers after a failed load", fresh.Containers())
 			}
-			if _, err := os.Stat(path + ".corrupt"); err != nil {
-				t.Errorf("corrupt file not moved aside: %v", err)
+			aside, _ := atomicfile.Quarantined(path)
+			if tc.name == "future version" {
+				// A newer format stays where it is, untouched.
+				if b, err := os.ReadFile(path); err != nil || string(b) != string(tc.data) || len(aside) != 0 {
+					t.Errorf("newer checkpoint not left in place: %v, aside %v", err, aside)
+				}
+				return
+			}
+			if len(aside) != 1 {
+				t.Errorf("corrupt file not moved aside: %v", aside)
 			}
 		})
 	}

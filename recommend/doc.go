@@ -70,12 +70,15 @@
 // Every error wraps one of the sentinels in errors.go (ErrTrace,
 // ErrCheckpoint, ErrInvalidPolicy, ...) with %w and names the file, line or
 // value. Bad input changes nothing: a rejected sample is not recorded, a
-// failed checkpoint load leaves the state as it was (typed
-// *CorruptCheckpointError or *VersionError, the file moved aside), a failed
-// histogram decode leaves the histogram as it was. Nothing panics on input.
+// failed checkpoint load leaves the state as it was (a corrupt file gives
+// *CorruptCheckpointError and is moved aside; a newer format gives
+// *VersionError and stays in place), a failed histogram decode leaves the
+// histogram as it was. Nothing panics on input. Checkpoints are written
+// through internal/atomicfile, like every cgpilot checkpoint.
 //
 // # Imports
 //
-// recommend imports no k8s.io/* package and none of topology, cgroup or
-// agent; it reads no /proc, /sys or cgroupfs.
+// recommend imports no k8s.io/* package, internal/* only of cgpilot, and
+// none of topology, cgroup, api or agent; it reads no /proc, /sys or
+// cgroupfs.
 package recommend
