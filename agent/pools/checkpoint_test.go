@@ -1,4 +1,4 @@
-package agent
+package pools
 
 import (
 	"errors"
@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestCheckpointRoundTrip(t *testing.T) {
@@ -18,7 +17,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	if err := writeCheckpoint(path, in); err != nil {
 		t.Fatal(err)
 	}
-	out, err := readCheckpoint(path)
+	out, err := ReadCheckpoint(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +50,9 @@ func TestCheckpointBad(t *testing.T) {
 		{"payload edited", strings.Replace(good, `"cpus":"1"`, `"cpus":"2"`, 1), ErrCheckpointCorrupt},
 		{"checksum edited", strings.Replace(good, `"checksum":"`, `"checksum":"0`, 1), ErrCheckpointCorrupt},
 		{"future version", strings.Replace(good, `"version":1`, `"version":2`, 1), ErrCheckpointVersion},
+		{"future version needing a newer reader", strings.Replace(good, `"version":1`, `"version":3,"minReader":2`, 1), ErrCheckpointVersion},
+		{"version 0", strings.Replace(good, `"version":1`, `"version":0`, 1), ErrCheckpointCorrupt},
+		{"id out of bounds", reencode(`{"assignments":[{"uid":"a","namespace":"","name":"","cpus":"0-9000"}]}`), ErrCheckpointCorrupt},
 		{"unknown envelope field", strings.Replace(good, `"version":1`, `"version":1,"x":1`, 1), ErrCheckpointCorrupt},
 		{"trailing garbage", good + "{}", ErrCheckpointCorrupt},
 		{"overlap with valid checksum", reencode(`{"assignments":[{"uid":"a","namespace":"","name":"","cpus":"1-2"},{"uid":"b","namespace":"","name":"","cpus":"2"}]}`), ErrCheckpointCorrupt},
@@ -65,7 +67,7 @@ func TestCheckpointBad(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			got, err := readCheckpoint(path)
+			got, err := ReadCheckpoint(path)
 			if !errors.Is(err, tc.want) || got != nil {
 				t.Fatalf("readCheckpoint = %v, %v; want nil, %v", got, err, tc.want)
 			}
@@ -80,21 +82,39 @@ func TestCheckpointBad(t *testing.T) {
 	}
 }
 
-func TestCheckpointMissingAndQuarantine(t *testing.T) {
+func TestCheckpointMissing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cp")
-	if _, err := readCheckpoint(path); !errors.Is(err, ErrCheckpointNotFound) {
+	if _, err := ReadCheckpoint(path); !errors.Is(err, ErrCheckpointNotFound) {
 		t.Fatalf("err = %v, want ErrCheckpointNotFound", err)
 	}
-	os.WriteFile(path, []byte("junk"), 0o600)
-	aside, err := quarantineCheckpoint(path, time.Unix(0, 0))
+}
+
+// TestCheckpointFixtureV1 keeps today's format readable: the file was
+// written by the agent before the pools had their own package, and it
+// still encodes to the same bytes.
+func TestCheckpointFixtureV1(t *testing.T) {
+	got, err := ReadCheckpoint("testdata/checkpoint-v1.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Fatal("corrupt checkpoint still in place")
+	a, b := got["5d1c9a7e-0b7e-4c1e-9a2b-000000000001"], got["5d1c9a7e-0b7e-4c1e-9a2b-000000000002"]
+	if len(got) != 2 || a.CPUs.String() != "2-3" || a.Name != "postgres-0" || b.CPUs.String() != "6-9" || !b.ReleaseIsolation || b.Namespace != "trading" {
+		t.Fatalf("fixture decoded as %+v", got)
 	}
-	if b, _ := os.ReadFile(aside); string(b) != "junk" {
-		t.Fatalf("aside copy %s holds %q", aside, b)
+	raw, _ := os.ReadFile("testdata/checkpoint-v1.json")
+	if string(encodeCheckpoint(got)) != string(raw) {
+		t.Fatalf("re-encoding differs from the fixture:\n%s\n%s", encodeCheckpoint(got), raw)
+	}
+}
+
+// TestCheckpointNewerReadable: a later format that says this reader may
+// read it (minReader 1) is decoded for the fields it knows.
+func TestCheckpointNewerReadable(t *testing.T) {
+	data := `{"assignments":[{"uid":"a","namespace":"n","name":"p","cpus":"1-2","future":true}],"more":{}}`
+	b := `{"version":2,"minReader":1,"checksum":"` + checksum([]byte(data)) + `","data":` + data + `}`
+	got, err := decodeCheckpoint("cp", []byte(b))
+	if err != nil || got["a"].CPUs.String() != "1-2" {
+		t.Fatalf("decode: %+v, %v", got, err)
 	}
 }
 

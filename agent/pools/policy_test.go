@@ -1,24 +1,32 @@
-package agent
+package pools
 
 import (
 	"errors"
 	"testing"
 
 	"k8s.io/utils/cpuset"
+
+	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/internal/cpulist"
+	"github.com/cgpilot/cgpilot/topology"
 )
 
 func mustSet(t testing.TB, s string) cpuset.CPUSet {
 	t.Helper()
-	c, err := ParseCPUList(s)
+	c, err := cpulist.Parse(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-// eightCPUs: 8 CPUs, cpu 0 reserved, cap 2/3 of 7 = 4.
+// eightCPUs: 8 CPUs on a flat machine, cpu 0 reserved, cap 2/3 of 7 = 4.
 func eightCPUs(t testing.TB) (*memState, policy) {
-	return newMemState(mustSet(t, "0-7"), mustSet(t, "0")), policy{alloc: firstFit{}, capFraction: 2.0 / 3.0}
+	topo, err := topology.Flat(mustSet(t, "0-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newMemState(mustSet(t, "0-7"), mustSet(t, "0")), policy{topo: topo, outside: cpuset.New(), capRatio: 2.0 / 3.0}
 }
 
 func TestPolicyAllocate(t *testing.T) {
@@ -58,7 +66,7 @@ func TestPolicyAllocate(t *testing.T) {
 				_ = s.setAssignment(a)
 			}
 			before := encodeCheckpoint(s.snapshot())
-			got, err := p.Allocate(s, tc.req)
+			got, err := p.Allocate(s, tc.req, nil)
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) || !errors.Is(err, ErrRefused) {
 					t.Fatalf("err = %v, want %v", err, tc.wantErr)
@@ -88,7 +96,7 @@ func TestPolicyAllocate(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func assertDisjoint(t testing.TB, s PoolReader) {
+func assertDisjoint(t testing.TB, s Reader) {
 	t.Helper()
 	seen := s.KubeletTaken().Union(s.Reserved())
 	for _, a := range s.Assignments() {
@@ -101,7 +109,7 @@ func assertDisjoint(t testing.TB, s PoolReader) {
 
 func TestPolicyRelease(t *testing.T) {
 	s, p := eightCPUs(t)
-	if _, err := p.Allocate(s, exclusiveRequest{UID: "a", CPUs: 3}); err != nil {
+	if _, err := p.Allocate(s, exclusiveRequest{UID: "a", CPUs: 3}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.SharedPool().String(); got != "4-7" {
@@ -128,14 +136,14 @@ func TestPolicyRandomSequences(t *testing.T) {
 		if next(4) == 0 {
 			_ = p.Release(s, uid)
 		} else {
-			_, err := p.Allocate(s, exclusiveRequest{UID: uid, CPUs: 1 + next(5)})
+			_, err := p.Allocate(s, exclusiveRequest{UID: uid, CPUs: 1 + next(5)}, nil)
 			if err != nil && !errors.Is(err, ErrRefused) {
 				t.Fatal(err)
 			}
 		}
 		assertDisjoint(t, s)
-		if n := s.Exclusive().Size(); n > p.cap(s) {
-			t.Fatalf("step %d: %d exclusive > cap %d", i, n, p.cap(s))
+		if n, limit := s.Exclusive().Size(), p.limits(s, nil).Max; n > limit {
+			t.Fatalf("step %d: %d exclusive > cap %d", i, n, limit)
 		}
 	}
 }
@@ -144,29 +152,42 @@ func TestPolicyCapAndSellable(t *testing.T) {
 	for _, tc := range []struct {
 		all, reserved string
 		frac          float64
-		sellable      func(int) int
+		overcommit    float64
+		shared        []int64
 		want          int
 	}{
-		{"0-1", "", 2.0 / 3.0, nil, 1},
-		{"0-2", "", 2.0 / 3.0, nil, 2},
-		{"0-7", "0", 2.0 / 3.0, nil, 4},
-		{"0-63", "0-1", 2.0 / 3.0, nil, 41},
-		{"0-7", "", 1, nil, 8},
-		{"0-7", "", 0, nil, 0},
-		{"0-7", "", 1, func(int) int { return 3 }, 3},
-		{"0-7", "", 1, func(int) int { return -2 }, 0},
+		{"0-1", "", 2.0 / 3.0, 0, nil, 1},
+		{"0-2", "", 2.0 / 3.0, 0, nil, 2},
+		{"0-7", "0", 2.0 / 3.0, 0, nil, 4},
+		{"0-63", "0-1", 2.0 / 3.0, 0, nil, 41},
+		{"0-7", "", 1, 0, nil, 8},
+		{"0-7", "", 0, 0, nil, 0},
+		// The sellable rule (topology.Limits): a = 16 − 2×2, b = (16 − 3) / 2.
+		{"0-15", "", 1, 2, []int64{1500, 1000}, 6},
+		{"0-5", "", 1, 2, []int64{1500, 1000}, 1},
+		{"0-7", "", 1, 1, []int64{8000}, 0},
+		// Off without an overcommit ratio, whatever the shared pods.
+		{"0-15", "", 1, 0, []int64{1500, 1000}, 16},
 	} {
+		topo, err := topology.Flat(mustSet(t, tc.all))
+		if err != nil {
+			t.Fatal(err)
+		}
 		s := newMemState(mustSet(t, tc.all), mustSet(t, tc.reserved))
-		p := policy{alloc: firstFit{}, capFraction: tc.frac, sellable: tc.sellable}
-		if got := p.cap(s); got != tc.want {
-			t.Errorf("cap(%s - %s, %v) = %d, want %d", tc.all, tc.reserved, tc.frac, got, tc.want)
+		p := policy{topo: topo, outside: cpuset.New(), capRatio: tc.frac, overcommit: tc.overcommit}
+		shared := tc.shared
+		if tc.overcommit == 0 {
+			shared = nil
+		}
+		if got := p.limits(s, shared).Max; got != tc.want {
+			t.Errorf("cap(%s - %s, %v, sellable %v %v) = %d, want %d", tc.all, tc.reserved, tc.frac, tc.overcommit, tc.shared, got, tc.want)
 		}
 	}
 }
 
 func TestReason(t *testing.T) {
 	for err, want := range map[error]string{
-		ErrCapExceeded: "CapExceeded", ErrCPUTaken: "CPUsTaken", ErrBadCPUCount: "InvalidAnnotation",
+		ErrCapExceeded: "CapExceeded", ErrCPUTaken: "CPUsTaken", local.ErrBadCPUCount: "InvalidAnnotation",
 		errors.New("x"): "Error", ErrTooManyCPUs: "TooManyCPUs", ErrReservedOverlap: "ReservedOverlap",
 	} {
 		if got := Reason(err); got != want {

@@ -1,4 +1,4 @@
-package agent
+package pools
 
 import (
 	"errors"
@@ -11,16 +11,19 @@ import (
 	"time"
 
 	"k8s.io/utils/cpuset"
+
+	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/cgroup"
 )
 
-// fakeCgroups is an in-memory cgroupBackend recording what it is asked to
+// fakeCgroups is an in-memory Cgroups recording what it is asked to
 // write; the real order and kernel rules are tested on real cgroups in
 // kernel_test.go.
 type fakeCgroups struct {
 	cpus    map[string]cpuset.CPUSet // existing cgroups
 	quota   map[string]string        // cpu.cfs_quota_us as set
 	failOn  string                   // ApplyPod fails for this pod path
-	applied []podCgroupPlan
+	applied []cgroup.PodCPUs
 }
 
 func newFakeCgroups() *fakeCgroups {
@@ -31,7 +34,7 @@ func newFakeCgroups() *fakeCgroups {
 	return f
 }
 
-func (f *fakeCgroups) addPod(uid string, qos QoSClass, containers ...string) {
+func (f *fakeCgroups) addPod(uid string, qos cgroup.QoS, containers ...string) {
 	p, _ := f.PodPath(uid, qos)
 	f.cpus[p] = cpuset.New()
 	for _, c := range containers {
@@ -39,21 +42,20 @@ func (f *fakeCgroups) addPod(uid string, qos QoSClass, containers ...string) {
 	}
 }
 
-func (f *fakeCgroups) PodPath(uid string, qos QoSClass) (string, error) {
-	if qos == QoSGuaranteed {
+func (f *fakeCgroups) PodPath(uid string, qos cgroup.QoS) (string, error) {
+	if qos == cgroup.QoSGuaranteed {
 		return "/kubepods/pod" + uid, nil
 	}
 	return "/kubepods/" + strings.ToLower(string(qos)) + "/pod" + uid, nil
 }
-func (f *fakeCgroups) ContainerPath(uid string, qos QoSClass, id string) (string, error) {
+func (f *fakeCgroups) ContainerPath(uid string, qos cgroup.QoS, id string) (string, error) {
 	p, _ := f.PodPath(uid, qos)
 	return path.Join(p, strings.TrimPrefix(id, "containerd://")), nil
 }
 func (f *fakeCgroups) QoSPaths() []string {
 	return []string{"/kubepods", "/kubepods/burstable", "/kubepods/besteffort"}
 }
-func (f *fakeCgroups) CPUSetDir(p string) string { return "/cpuset" + p }
-func (f *fakeCgroups) MayRun(p string) (bool, error) {
+func (f *fakeCgroups) Exists(p string) (bool, error) {
 	_, exists := f.cpus[p]
 	return exists, nil
 }
@@ -86,28 +88,28 @@ func (f *fakeCgroups) WidenCPUs(p string, cpus cpuset.CPUSet) (int, error) {
 	}
 	return 0, nil
 }
-func (f *fakeCgroups) ApplyPod(p podCgroupPlan) ([]string, error) {
+func (f *fakeCgroups) ApplyPod(p cgroup.PodCPUs) ([]cgroup.Written, error) {
 	if _, ok := f.cpus[p.Path]; !ok {
 		return nil, nil
 	}
 	if p.Path == f.failOn {
-		return nil, errors.Join(ErrCgroupWrite, errors.New("EBUSY"))
+		return nil, errors.New("EBUSY")
 	}
 	f.applied = append(f.applied, p)
-	var written []string
+	var written []cgroup.Written
 	for _, d := range append([]string{p.Path}, p.Containers...) {
 		if !f.cpus[d].Equals(p.CPUs) {
 			f.cpus[d] = p.CPUs
-			written = append(written, f.CPUSetDir(d)+"/cpuset.cpus")
+			written = append(written, cgroup.Written{Cgroup: d, File: "/cpuset" + d + "/cpuset.cpus"})
 		}
 		if p.UnlimitedQuota {
 			f.quota[d] = "-1"
 		}
-		if p.RestoreQuota != nil {
+		if p.Quotas != nil {
 			if d == p.Path {
-				f.quota[d] = fmt.Sprint(p.RestoreQuota.Pod)
-			} else if q, ok := p.RestoreQuota.Containers[d]; ok {
-				f.quota[d] = fmt.Sprint(q)
+				f.quota[d] = fmt.Sprint(p.Quotas.Pod.QuotaUs)
+			} else if q, ok := p.Quotas.Containers[d]; ok {
+				f.quota[d] = fmt.Sprint(q.QuotaUs)
 			}
 		}
 	}
@@ -117,8 +119,8 @@ func (f *fakeCgroups) ApplyPod(p podCgroupPlan) ([]string, error) {
 type poolsFixture struct {
 	t     *testing.T
 	cg    *fakeCgroups
-	m     *Pools
-	pods  map[string]podInfo
+	m     *Manager
+	pods  map[string]Pod
 	clock time.Time // the pool manager's now
 }
 
@@ -127,14 +129,17 @@ func (f *poolsFixture) advance(d time.Duration) { f.clock = f.clock.Add(d) }
 
 func newPoolsFixture(t *testing.T) *poolsFixture {
 	cg := newFakeCgroups()
-	s := newMemState(mustSet(t, "0-7"), mustSet(t, "0"))
-	f := &poolsFixture{t: t, cg: cg, m: newPools(s, policy{alloc: firstFit{}, capFraction: 2.0 / 3.0}, cg), pods: map[string]podInfo{}, clock: time.Unix(1e9, 0)}
-	f.m.now = func() time.Time { return f.clock }
+	f := &poolsFixture{t: t, cg: cg, pods: map[string]Pod{}, clock: time.Unix(1e9, 0)}
+	m, err := New(Options{All: mustSet(t, "0-7"), Reserved: mustSet(t, "0"), CapRatio: 2.0 / 3.0, Cgroups: cg, Now: func() time.Time { return f.clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.m = m
 	return f
 }
 
-func (f *poolsFixture) all() []podInfo {
-	var out []podInfo
+func (f *poolsFixture) all() []Pod {
+	var out []Pod
 	for _, p := range f.pods {
 		out = append(out, p)
 	}
@@ -142,9 +147,9 @@ func (f *poolsFixture) all() []podInfo {
 	return out
 }
 
-func (f *poolsFixture) add(uid string, qos QoSClass, ann map[string]string, demand int) podInfo {
-	req, err := ParseAnnotations(ann)
-	p := podInfo{Key: "ns/" + uid, UID: uid, Namespace: "ns", Name: uid, QoS: qos, Req: req, ReqErr: err, DemandCPUs: demand}
+func (f *poolsFixture) add(uid string, qos cgroup.QoS, ann map[string]string, demand int) Pod {
+	req, err := local.ParseAnnotations(ann)
+	p := Pod{Key: "ns/" + uid, UID: uid, Namespace: "ns", Name: uid, QoS: qos, Req: req, ReqErr: err, DemandCPUs: demand}
 	f.pods[uid] = p
 	f.cg.addPod(uid, qos, "ctr-a", "ctr-b")
 	return p
@@ -166,16 +171,16 @@ func (f *poolsFixture) cpusOf(uid string) string {
 
 func TestPoolsExclusiveAndShared(t *testing.T) {
 	f := newPoolsFixture(t)
-	shared1 := f.add("s1", QoSBurstable, nil, 1)
-	shared2 := f.add("s2", QoSBestEffort, nil, 0)
+	shared1 := f.add("s1", cgroup.QoSBurstable, nil, 1)
+	shared2 := f.add("s2", cgroup.QoSBestEffort, nil, 0)
 	f.m.Sync(shared1, f.all)
 	f.m.Sync(shared2, f.all)
 	if got := f.cpusOf("s1"); got != "1-7" {
 		t.Fatalf("shared pod before any exclusive: %s, want 1-7 (all but reserved)", got)
 	}
-	db := f.add("db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "2"}, 4)
+	db := f.add("db", cgroup.QoSGuaranteed, map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "2"}, 4)
 	res := f.m.Sync(db, f.all)
-	if res.Status.State != StateAllocated || res.AllocatedCPUs != "1-2" || !res.SharedChanged {
+	if res.Status.State != local.StateAllocated || res.AllocatedCPUs != "1-2" || !res.SharedChanged {
 		t.Fatalf("exclusive sync: %+v", res)
 	}
 	if got := f.cpusOf("db"); got != "1-2" {
@@ -186,7 +191,7 @@ func TestPoolsExclusiveAndShared(t *testing.T) {
 			t.Fatalf("shared pod %s: %s, want 3-7", s, got)
 		}
 	}
-	dbPath, _ := f.cg.PodPath("db", QoSGuaranteed)
+	dbPath, _ := f.cg.PodPath("db", cgroup.QoSGuaranteed)
 	if f.cg.quota[dbPath] != "-1" || f.cg.quota[dbPath+"/ctr-a"] != "-1" || f.cg.quota["/kubepods/burstable/pods1"] != "" {
 		t.Fatalf("quota: exclusive pod and containers must be unlimited, shared not: %v", f.cg.quota)
 	}
@@ -203,7 +208,7 @@ func TestPoolsExclusiveAndShared(t *testing.T) {
 		t.Fatalf("grow: %+v, shared %s", res, f.cpusOf("s1"))
 	}
 	db.Req.ReleaseIsolation = true
-	if res := f.m.Sync(db, f.all); res.Status.State != StateReleased || f.cpusOf("db") != "1-7" || f.cpusOf("s1") != "4-7" {
+	if res := f.m.Sync(db, f.all); res.Status.State != local.StateReleased || f.cpusOf("db") != "1-7" || f.cpusOf("s1") != "4-7" {
 		t.Fatalf("release isolation: %+v, db %s", res.Status, f.cpusOf("db"))
 	}
 	db.Req.ReleaseIsolation = false
@@ -225,29 +230,29 @@ func TestPoolsBadInputChangesNothing(t *testing.T) {
 		ann    map[string]string
 		reason string
 	}{
-		{"abc", map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "abc"}, "InvalidAnnotation"},
-		{"negative", map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "-1"}, "InvalidAnnotation"},
-		{"more than node", map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "64"}, "TooManyCPUs"},
-		{"cap", map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "4"}, "CapExceeded"},
-		{"overlap other pod", map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUSet: "2"}, "CPUsTaken"},
-		{"overlap reserved", map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUSet: "0,7"}, "ReservedOverlap"},
-		{"no demand", map[string]string{AnnotationCPUPool: "exclusive"}, "NoCPUCount"},
+		{"abc", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "abc"}, "InvalidAnnotation"},
+		{"negative", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "-1"}, "InvalidAnnotation"},
+		{"more than node", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "64"}, "TooManyCPUs"},
+		{"cap", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "4"}, "CapExceeded"},
+		{"overlap other pod", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUSet: "2"}, "CPUsTaken"},
+		{"overlap reserved", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUSet: "0,7"}, "ReservedOverlap"},
+		{"no demand", map[string]string{local.AnnotationCPUPool: "exclusive"}, "NoCPUCount"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newPoolsFixture(t)
-			f.m.Sync(f.add("s1", QoSBurstable, nil, 1), f.all)
-			f.m.Sync(f.add("db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "2"}, 0), f.all)
-			before := encodeCheckpoint(f.m.state.(*memState).snapshot())
+			f.m.Sync(f.add("s1", cgroup.QoSBurstable, nil, 1), f.all)
+			f.m.Sync(f.add("db", cgroup.QoSGuaranteed, map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "2"}, 0), f.all)
+			before := encodeCheckpoint(f.m.state.snapshot())
 			sharedBefore, dbBefore := f.cpusOf("s1"), f.cpusOf("db")
-			bad := f.add("bad", QoSBurstable, tc.ann, 0)
+			bad := f.add("bad", cgroup.QoSBurstable, tc.ann, 0)
 			res := f.m.Sync(bad, f.all)
-			if res.Status == nil || res.Status.State != StateRefused || res.Status.Reason != tc.reason || res.Refusal != tc.reason {
+			if res.Status == nil || res.Status.State != local.StateRefused || res.Status.Reason != tc.reason || res.Refusal != tc.reason {
 				t.Fatalf("status %+v, want Refused/%s", res.Status, tc.reason)
 			}
 			if len(res.Events) != 1 || !res.Events[0].Warning {
 				t.Fatalf("want one warning event, got %+v", res.Events)
 			}
-			if after := encodeCheckpoint(f.m.state.(*memState).snapshot()); string(after) != string(before) {
+			if after := encodeCheckpoint(f.m.state.snapshot()); string(after) != string(before) {
 				t.Fatalf("state changed:\n%s\n%s", before, after)
 			}
 			if f.cpusOf("s1") != sharedBefore || f.cpusOf("db") != dbBefore {
@@ -263,25 +268,25 @@ func TestPoolsBadInputChangesNothing(t *testing.T) {
 
 func TestPoolsRefusedResizeKeepsCores(t *testing.T) {
 	f := newPoolsFixture(t)
-	db := f.add("db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "2"}, 0)
+	db := f.add("db", cgroup.QoSGuaranteed, map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "2"}, 0)
 	f.m.Sync(db, f.all)
 	db.Req.CPUs = ptr(6)
 	res := f.m.Sync(db, f.all)
-	if res.Status.State != StateRefused || res.Status.CPUs != "1-2" || f.cpusOf("db") != "1-2" {
+	if res.Status.State != local.StateRefused || res.Status.CPUs != "1-2" || f.cpusOf("db") != "1-2" {
 		t.Fatalf("refused grow must keep 1-2: %+v, cgroup %s", res.Status, f.cpusOf("db"))
 	}
 }
 
 func TestPoolsUntouchedAndLateContainers(t *testing.T) {
 	f := newPoolsFixture(t)
-	sys := f.add("sys", QoSBurstable, nil, 1)
+	sys := f.add("sys", cgroup.QoSBurstable, nil, 1)
 	sys.Untouched = true
 	f.pods["sys"] = sys
 	f.m.Sync(sys, f.all)
 	if got := f.cpusOf("sys"); got != "" {
 		t.Fatalf("untouched pod written: %s", got)
 	}
-	s1 := f.add("s1", QoSBurstable, nil, 1)
+	s1 := f.add("s1", cgroup.QoSBurstable, nil, 1)
 	f.m.Sync(s1, f.all)
 	// A container cgroup appears later: the next sync (queued by the
 	// watcher) writes it, and that is not counted as drift.
@@ -302,28 +307,28 @@ func TestPoolsUntouchedAndLateContainers(t *testing.T) {
 
 func TestPoolsWriteFailureReported(t *testing.T) {
 	f := newPoolsFixture(t)
-	s1 := f.add("s1", QoSBurstable, nil, 1)
+	s1 := f.add("s1", cgroup.QoSBurstable, nil, 1)
 	f.cg.failOn = "/kubepods/burstable/pods1"
 	res := f.m.Sync(s1, f.all)
-	if !errors.Is(res.Failed["s1"], ErrCgroupWrite) || res.Status.State != StateFailed || res.Status.Reason != "CgroupWriteFailed" {
+	if !errors.Is(res.Failed["s1"], ErrCgroupWrite) || res.Status.State != local.StateFailed || res.Status.Reason != "CgroupWriteFailed" {
 		t.Fatalf("failure not reported: %+v", res)
 	}
 	f.cg.failOn = ""
-	if res := f.m.Sync(s1, f.all); len(res.Failed) != 0 || res.Status.State != StateShared {
+	if res := f.m.Sync(s1, f.all); len(res.Failed) != 0 || res.Status.State != local.StateShared {
 		t.Fatalf("retry: %+v", res)
 	}
 }
 
 func TestPoolsRestoresQuotaWhenLeavingExclusive(t *testing.T) {
 	f := newPoolsFixture(t)
-	db := f.add("db", QoSBurstable, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, 0)
+	db := f.add("db", cgroup.QoSBurstable, map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, 0)
 	db.CPULimitsMilli = map[string]int64{"containerd://ctr-a": 1500, "containerd://ctr-b": 500}
 	f.m.Sync(db, f.all)
-	dbPath, _ := f.cg.PodPath("db", QoSBurstable)
+	dbPath, _ := f.cg.PodPath("db", cgroup.QoSBurstable)
 	if f.cg.quota[dbPath] != "-1" || f.cg.quota[dbPath+"/ctr-a"] != "-1" {
 		t.Fatalf("exclusive: %v", f.cg.quota)
 	}
-	db.Req = PodRequest{Pool: PoolShared}
+	db.Req = local.PodRequest{Pool: local.PoolShared}
 	f.pods["db"] = db
 	f.m.Sync(db, f.all)
 	if f.cg.quota[dbPath] != "200000" || f.cg.quota[dbPath+"/ctr-a"] != "150000" || f.cg.quota[dbPath+"/ctr-b"] != "50000" {
@@ -347,7 +352,7 @@ func TestPoolsRuntimeFirstWriteIsNotDrift(t *testing.T) {
 	}{{"reported running", true}, {"not yet reported", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newPoolsFixture(t)
-			s1 := f.add("s1", QoSBurstable, nil, 1)
+			s1 := f.add("s1", cgroup.QoSBurstable, nil, 1)
 			f.m.Sync(s1, f.all)
 			ctr := "/kubepods/burstable/pods1/ctr-new"
 			f.cg.cpus[ctr] = cpuset.New() // mkdir by the runtime
@@ -393,35 +398,35 @@ func TestPoolsReleaseWhenDeletedPodExited(t *testing.T) {
 		idA = "containerd://ctr-a"
 		idB = "containerd://ctr-b"
 	)
-	running := containerState{Running: true}
+	running := ContainerState{Running: true}
 	for _, tc := range []struct {
 		name        string
 		deleting    bool
 		allReported bool
-		a, b        containerState
+		a, b        ContainerState
 		goneA       bool // ctr-a's cgroup removed
 		unknownA    bool // ctr-a reported under an ID whose cgroup we never saw
 		release     bool
 	}{
-		{name: "deleted, both terminated", deleting: true, allReported: true, a: containerState{Terminated: true}, b: containerState{Terminated: true}, release: true},
-		{name: "deleted, one still running", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}},
-		{name: "deleted, exited but its cgroup not yet removed", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}},
-		{name: "deleted, status lags but cgroup removed", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}, goneA: true, release: true},
-		{name: "deleted, running under an unknown cgroup", deleting: true, allReported: true, a: running, b: containerState{Terminated: true}, unknownA: true},
-		{name: "deleted, waiting container with live cgroup", deleting: true, allReported: true, a: containerState{}, b: containerState{Terminated: true}},
-		{name: "deleted, never-started container", deleting: true, allReported: true, a: containerState{}, b: containerState{Terminated: true}, unknownA: true, release: true},
-		{name: "deleted, some status missing", deleting: true, a: containerState{Terminated: true}, b: containerState{Terminated: true}},
-		{name: "not deleted, containers exited (restarting)", allReported: true, a: containerState{Terminated: true}, b: containerState{Terminated: true}},
+		{name: "deleted, both terminated", deleting: true, allReported: true, a: ContainerState{Terminated: true}, b: ContainerState{Terminated: true}, release: true},
+		{name: "deleted, one still running", deleting: true, allReported: true, a: running, b: ContainerState{Terminated: true}},
+		{name: "deleted, exited but its cgroup not yet removed", deleting: true, allReported: true, a: running, b: ContainerState{Terminated: true}},
+		{name: "deleted, status lags but cgroup removed", deleting: true, allReported: true, a: running, b: ContainerState{Terminated: true}, goneA: true, release: true},
+		{name: "deleted, running under an unknown cgroup", deleting: true, allReported: true, a: running, b: ContainerState{Terminated: true}, unknownA: true},
+		{name: "deleted, waiting container with live cgroup", deleting: true, allReported: true, a: ContainerState{}, b: ContainerState{Terminated: true}},
+		{name: "deleted, never-started container", deleting: true, allReported: true, a: ContainerState{}, b: ContainerState{Terminated: true}, unknownA: true, release: true},
+		{name: "deleted, some status missing", deleting: true, a: ContainerState{Terminated: true}, b: ContainerState{Terminated: true}},
+		{name: "not deleted, containers exited (restarting)", allReported: true, a: ContainerState{Terminated: true}, b: ContainerState{Terminated: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newPoolsFixture(t)
-			s1 := f.add("s1", QoSBurstable, nil, 1)
+			s1 := f.add("s1", cgroup.QoSBurstable, nil, 1)
 			f.m.Sync(s1, f.all)
-			db := f.add("db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive"}, 2)
+			db := f.add("db", cgroup.QoSGuaranteed, map[string]string{local.AnnotationCPUPool: "exclusive"}, 2)
 			if res := f.m.Sync(db, f.all); res.AllocatedCPUs != "1-2" || f.cpusOf("s1") != "3-7" {
 				t.Fatalf("allocate: %+v, shared %s", res, f.cpusOf("s1"))
 			}
-			ctrA, _ := f.cg.ContainerPath("db", QoSGuaranteed, idA)
+			ctrA, _ := f.cg.ContainerPath("db", cgroup.QoSGuaranteed, idA)
 			if tc.goneA {
 				delete(f.cg.cpus, ctrA)
 			}
@@ -433,7 +438,7 @@ func TestPoolsReleaseWhenDeletedPodExited(t *testing.T) {
 					tc.a.ID = ""
 				}
 			}
-			db.Containers = []containerState{tc.a, tc.b}
+			db.Containers = []ContainerState{tc.a, tc.b}
 			f.pods["db"] = db
 			res := f.m.Sync(db, f.all)
 			_, still := f.m.State().Assignment("db")
@@ -450,7 +455,7 @@ func TestPoolsReleaseWhenDeletedPodExited(t *testing.T) {
 				t.Fatalf("after release: shared %s, %+v", got, res)
 			}
 			// The dying pod's later updates never take cores again.
-			db.Containers = []containerState{{ID: idA, Running: true}, {ID: idB, Running: true}}
+			db.Containers = []ContainerState{{ID: idA, Running: true}, {ID: idB, Running: true}}
 			f.cg.cpus[ctrA] = cpuset.New(1, 2)
 			if res := f.m.Sync(db, f.all); res.AllocatedCPUs != "" || len(f.m.State().Assignments()) != 0 {
 				t.Fatalf("finished pod allocated again: %+v", res)

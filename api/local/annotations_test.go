@@ -1,11 +1,16 @@
-package agent
+package local
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cgpilot/cgpilot/internal/cpulist"
+	"github.com/cgpilot/cgpilot/topology"
 )
 
 func intp(n int) *int { return &n }
@@ -109,6 +114,8 @@ func TestParseAnnotationsInvalid(t *testing.T) {
 		{"cpuset space", excl(AnnotationCPUSet, "1, 2"), AnnotationCPUSet, ErrBadCPUList},
 		{"cpuset huge", excl(AnnotationCPUSet, "0-2000000000"), AnnotationCPUSet, ErrBadCPUList},
 		{"cpuset id too big", excl(AnnotationCPUSet, "8192"), AnnotationCPUSet, ErrBadCPUList},
+		{"cpuset 256 KiB", excl(AnnotationCPUSet, strings.Repeat("0-8191,", (256<<10)/7)), AnnotationCPUSet, ErrTooLong},
+		{"long value on a shared pod", map[string]string{AnnotationCPUPolicy: strings.Repeat("x", 256<<10)}, AnnotationCPUPolicy, ErrTooLong},
 		// options
 		{"bad policy", excl(AnnotationCPUPolicy, "best"), AnnotationCPUPolicy, ErrBadOption},
 		{"bad numa", excl(AnnotationNUMA, "any"), AnnotationNUMA, ErrBadOption},
@@ -141,22 +148,6 @@ func TestParseAnnotationsInvalid(t *testing.T) {
 	}
 }
 
-func TestParseCPUList(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"", ""}, {"0", "0"}, {"0-3", "0-3"}, {"3-3", "3"}, {"5,1,3", "1,3,5"}, {"0-2,1-3", "0-3"}, {"8191", "8191"},
-	} {
-		got, err := ParseCPUList(tc.in)
-		if err != nil || got.String() != tc.want {
-			t.Errorf("ParseCPUList(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
-		}
-	}
-	for _, in := range []string{",", "1,,2", "a", "1-a", "-", "1--2", "0x1", " 1", "1 ", "4-2", "10000", "1-99999"} {
-		if _, err := ParseCPUList(in); !errors.Is(err, ErrBadCPUList) {
-			t.Errorf("ParseCPUList(%q) err = %v, want ErrBadCPUList", in, err)
-		}
-	}
-}
-
 func TestStatusRoundTrip(t *testing.T) {
 	in := Status{Pool: PoolExclusive, CPUs: "0-1", State: StateRefused, Reason: "CapExceeded", Error: "x", ObservedGeneration: 7}
 	out, err := ParseStatus(in.Encode())
@@ -183,22 +174,30 @@ func FuzzParseAnnotations(f *testing.F) {
 				ann[k] = v
 			}
 		}
-		req, err := ParseAnnotations(ann)
+		start := time.Now()
+		var req PodRequest
+		var err error
+		if n := allocated(func() { req, err = ParseAnnotations(ann) }); n > 1<<20 {
+			t.Fatalf("ParseAnnotations allocated %d bytes", n)
+		}
+		if d := time.Since(start); d > 50*time.Millisecond {
+			t.Fatalf("ParseAnnotations took %v", d)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrInvalidAnnotation) {
 				t.Fatalf("error does not wrap ErrInvalidAnnotation: %v", err)
 			}
 			return
 		}
-		if req.CPUs != nil && (*req.CPUs < 1 || *req.CPUs > maxCPUID+1) {
+		if req.CPUs != nil && (*req.CPUs < 1 || *req.CPUs > cpulist.MaxCPUs) {
 			t.Fatalf("accepted cpu count %d", *req.CPUs)
 		}
 		if req.CPUSet != nil {
-			if req.CPUSet.IsEmpty() || req.CPUSet.List()[req.CPUSet.Size()-1] > maxCPUID {
+			if req.CPUSet.IsEmpty() || req.CPUSet.List()[req.CPUSet.Size()-1] > cpulist.MaxID {
 				t.Fatalf("accepted cpuset %s", req.CPUSet)
 			}
 			// the canonical form must parse back to the same set
-			again, err := ParseCPUList(req.CPUSet.String())
+			again, err := cpulist.Parse(req.CPUSet.String())
 			if err != nil || !again.Equals(*req.CPUSet) {
 				t.Fatalf("canonical %q does not round-trip: %v", req.CPUSet, err)
 			}
@@ -209,21 +208,54 @@ func FuzzParseAnnotations(f *testing.F) {
 	})
 }
 
-func FuzzParseCPUList(f *testing.F) {
-	for _, s := range []string{"", "0", "0-3,5", "3-1", "a", "0-8191", ",,", "1-2-3"} {
-		f.Add(s)
+// allocated returns the bytes allocated by f (nothing else runs meanwhile).
+func allocated(f func()) uint64 {
+	var a, b runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&a)
+	f()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
+}
+
+// TestHostileCPUSetAnnotation: the 256 KiB cpuset annotation that used to
+// allocate gigabytes (the agent parses every pod of its node, so it was
+// OOM-killed at every start) fails at once, with little memory.
+func TestHostileCPUSetAnnotation(t *testing.T) {
+	ann := map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUSet: strings.Repeat("0-8191,", (256<<10)/7)}
+	start := time.Now()
+	var err error
+	if n := allocated(func() { _, err = ParseAnnotations(ann) }); n > 1<<20 {
+		t.Errorf("allocated %d bytes, want < 1 MiB", n)
 	}
-	f.Fuzz(func(t *testing.T, s string) {
-		set, err := ParseCPUList(s)
-		if err != nil {
-			if !errors.Is(err, ErrBadCPUList) {
-				t.Fatalf("unexpected error type %v", err)
+	if d := time.Since(start); d > 10*time.Millisecond {
+		t.Logf("took %v (a loaded machine; the bound checked is memory)", d)
+	}
+	if !errors.Is(err, ErrTooLong) {
+		t.Fatalf("err = %v, want ErrTooLong", err)
+	}
+	if len(err.Error()) > 200 {
+		t.Fatalf("error message carries the value: %d bytes", len(err.Error()))
+	}
+}
+
+// TestOptionsMatchTopology: the option values the protocol accepts are
+// exactly those the allocator takes.
+func TestOptionsMatchTopology(t *testing.T) {
+	for _, o := range []struct {
+		name   string
+		values []string
+		req    func(v string) topology.Request
+	}{
+		{"cpu-policy", CPUPolicies, func(v string) topology.Request { return topology.Request{CPUs: 1, Policy: topology.Policy(v)} }},
+		{"numa", NUMAModes, func(v string) topology.Request { return topology.Request{CPUs: 1, NUMA: topology.NUMAPolicy(v)} }},
+		{"io-queues", IOModes, func(v string) topology.Request { return topology.Request{CPUs: 1, IOQueues: topology.IOPolicy(v)} }},
+	} {
+		for _, v := range append(o.values, "unknown") {
+			err := topology.CheckRequest(o.req(v))
+			if (err == nil) != (v != "unknown") {
+				t.Errorf("%s=%s: topology says %v", o.name, v, err)
 			}
-			return
 		}
-		again, err := ParseCPUList(set.String())
-		if err != nil || !again.Equals(set) {
-			t.Fatalf("%q -> %q does not round-trip: %v", s, set, err)
-		}
-	})
+	}
 }

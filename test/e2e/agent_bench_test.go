@@ -1,6 +1,6 @@
 //go:build linux
 
-package agent
+package e2e
 
 import (
 	"context"
@@ -19,7 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/cpuset"
+
+	local "github.com/cgpilot/cgpilot/api/local"
 )
 
 func percentile(d []time.Duration, p float64) float64 {
@@ -63,7 +64,7 @@ func watchFloor(b *testing.B, bd *bed) chan arrival {
 	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
 		if p, ok := obj.(*corev1.Pod); ok {
 			select {
-			case ch <- arrival{p.Name + "@" + p.Annotations[AnnotationReleaseIsolation], time.Now()}:
+			case ch <- arrival{p.Name + "@" + p.Annotations[local.AnnotationReleaseIsolation], time.Now()}:
 			default:
 			}
 		}
@@ -81,17 +82,17 @@ func watchFloor(b *testing.B, bd *bed) chan arrival {
 // change reaching a plain informer (the watch floor).
 func BenchmarkAnnotationToCgroup(b *testing.B) {
 	bd := newBed(b)
-	bd.createPod(b, "web", QoSBurstable, nil, "app")
+	bd.createPod(b, "web", "Burstable", nil, "app")
 	bd.startAgent(b)
-	_, rel, _ := bd.createPod(b, "db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+	_, rel, _ := bd.createPod(b, "db", "Guaranteed", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "postgres")
 	var excl string
 	eventually(b, "allocated", func() (bool, string) {
 		_, ann := bd.status(b, "db")
-		excl = ann[AnnotationAllocatedCPUs]
-		return excl != "" && bd.cpus(rel+"/postgres") == excl, excl
+		excl = ann[local.AnnotationAllocatedCPUs]
+		return excl != "" && bd.k.CPUSet(rel+"/postgres") == excl, excl
 	})
 	floor := watchFloor(b, bd)
-	file := filepath.Join(bd.sb.Path("cpuset", rel+"/postgres"), "cpuset.cpus")
+	file := filepath.Join(bd.k.SB.Path("cpuset", rel+"/postgres"), "cpuset.cpus")
 	all := mustSet(b, bd.cfg.CPUs).String()
 	var lat, watch []time.Duration
 	b.ResetTimer()
@@ -101,7 +102,7 @@ func BenchmarkAnnotationToCgroup(b *testing.B) {
 		if release {
 			want = all
 		}
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%t"}}}`, AnnotationReleaseIsolation, release)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%t"}}}`, local.AnnotationReleaseIsolation, release)
 		tag := fmt.Sprintf("db@%t", release)
 		t0 := time.Now()
 		if _, err := bd.cs.CoreV1().Pods("default").Patch(context.Background(), "db", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -131,87 +132,6 @@ func BenchmarkAnnotationToCgroup(b *testing.B) {
 	}
 }
 
-// sharedTree builds n shared pods (pod cgroup + one container cgroup each)
-// with no processes, for the refresh benchmarks.
-func sharedTree(b *testing.B, k *kubeletTree, n int, uid func(i int) string) (containers []string) {
-	for i := 0; i < n; i++ {
-		_, ctrs := k.sb.MkdirPod("cgroupfs", "Burstable", uid(i), "app")
-		containers = append(containers, filepath.Join(k.sb.Path("cpuset", ctrs[0]), "cpuset.cpus"))
-	}
-	return containers
-}
-
-// BenchmarkSharedPoolRefresh200: an exclusive allocation and its release
-// re-pin 200 shared pods (pod + container cgroups, leveled) through the
-// pool manager and cgroup.Writer on real v1 cgroups. Baseline in the same
-// run: a bare loop of os.WriteFile over the same 400 files in a legal order,
-// unchecked (the floor of the kernel writes themselves).
-func BenchmarkSharedPoolRefresh200(b *testing.B) {
-	k := newKubeletTree(b)
-	backend, err := newBackend(k.cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	all := mustSet(b, k.cfg.CPUs)
-	m := newPools(newMemState(all, cpuset.New()), policy{alloc: firstFit{}, capFraction: 2.0 / 3.0}, backend)
-	var pods []podInfo
-	files := sharedTree(b, k, 200, func(i int) string { return fmt.Sprintf("shared-%03d", i) })
-	for i := 0; i < 200; i++ {
-		pods = append(pods, podInfo{Key: fmt.Sprintf("ns/s%03d", i), UID: fmt.Sprintf("shared-%03d", i), QoS: QoSBurstable, Req: PodRequest{Pool: PoolShared}})
-	}
-	k.sb.MkdirPod("cgroupfs", "Guaranteed", "excl", "app")
-	db := podInfo{Key: "ns/db", UID: "excl", QoS: QoSGuaranteed, Req: PodRequest{Pool: PoolExclusive, CPUs: ptr(1)}}
-	list := func() []podInfo { return append(append([]podInfo{}, pods...), db) }
-	m.Sweep(list())
-	var refresh []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		var res syncResult
-		if i%2 == 0 {
-			res = m.Sync(db, list)
-		} else {
-			res = m.Forget("excl", list)
-		}
-		refresh = append(refresh, time.Since(t0))
-		if len(res.Failed) != 0 || res.Written < 400 {
-			b.Fatalf("refresh %d: wrote %d, failed %v", i, res.Written, res.Failed)
-		}
-	}
-	b.StopTimer()
-	// Baseline: bare os.WriteFile of the same 400 files (200 pods and their
-	// containers), in the only order the kernel accepts (narrow: container
-	// then pod; widen: pod then container), with no reads and no checks.
-	m.Forget("excl", list)
-	narrow := all.Difference(cpuset.New(all.List()[0])).String()
-	var bare []time.Duration
-	for i := 0; i < max(b.N, 5); i++ {
-		t0 := time.Now()
-		for _, f := range files {
-			podFile := filepath.Join(filepath.Dir(filepath.Dir(f)), "cpuset.cpus")
-			order, val := []string{f, podFile}, narrow
-			if i%2 == 1 {
-				order, val = []string{podFile, f}, all.String()
-			}
-			for _, file := range order {
-				if err := os.WriteFile(file, []byte(val), 0); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		bare = append(bare, time.Since(t0))
-	}
-	if b.N%2 == 1 || max(b.N, 5)%2 == 1 {
-		m.Sweep(list()) // leave the tree as the pool manager wants it
-	}
-	b.ReportMetric(percentile(refresh, 0.5), "refresh-p50-ms")
-	b.ReportMetric(percentile(refresh, 0.99), "refresh-p99-ms")
-	b.ReportMetric(percentile(bare, 0.5), "bare400-p50-ms")
-	if w := percentile(bare, 0.5); w > 0 {
-		b.ReportMetric(percentile(refresh, 0.5)/w, "refresh/bare")
-	}
-}
-
 // BenchmarkSharedPoolRefresh200E2E: the same refresh end to end on the real
 // API server: the exclusive pod's cpu-pool annotation is switched, and the
 // clock stops when the last of 200 shared containers holds the new pool.
@@ -226,10 +146,10 @@ func BenchmarkSharedPoolRefresh200E2E(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, ctrs := bd.sb.MkdirPod("cgroupfs", "BestEffort", string(p.UID), "app")
-		rels = append(rels, filepath.Join(bd.sb.Path("cpuset", ctrs[0]), "cpuset.cpus"))
+		_, ctrs := bd.k.SB.MkdirPod("cgroupfs", "BestEffort", string(p.UID), "app")
+		rels = append(rels, filepath.Join(bd.k.SB.Path("cpuset", ctrs[0]), "cpuset.cpus"))
 	}
-	bd.createPod(b, "db", QoSGuaranteed, nil, "postgres")
+	bd.createPod(b, "db", "Guaranteed", nil, "postgres")
 	bd.startAgent(b)
 	all := mustSet(b, bd.cfg.CPUs)
 	for _, f := range rels {
@@ -242,9 +162,9 @@ func BenchmarkSharedPoolRefresh200E2E(b *testing.B) {
 		if i%2 == 1 {
 			pool, want = "shared", all.String()
 		}
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:"1"}}}`, AnnotationCPUPool, pool, AnnotationCPUs)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:"1"}}}`, local.AnnotationCPUPool, pool, local.AnnotationCPUs)
 		if pool == "shared" {
-			patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:null}}}`, AnnotationCPUPool, pool, AnnotationCPUs)
+			patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:null}}}`, local.AnnotationCPUPool, pool, local.AnnotationCPUs)
 		}
 		t0 := time.Now()
 		if _, err := bd.cs.CoreV1().Pods("default").Patch(context.Background(), "db", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -254,7 +174,7 @@ func BenchmarkSharedPoolRefresh200E2E(b *testing.B) {
 			// The shared pool is whatever the agent did not give db.
 			eventually(b, "allocation", func() (bool, string) {
 				_, ann := bd.status(b, "db")
-				want = ann[AnnotationAllocatedCPUs]
+				want = ann[local.AnnotationAllocatedCPUs]
 				return want != "", ""
 			})
 			want = all.Difference(mustSet(b, want)).String()
@@ -276,11 +196,11 @@ func BenchmarkSharedPoolRefresh200E2E(b *testing.B) {
 // reaching a test-owned inotify watcher (the kernel's delivery floor).
 func BenchmarkLateContainer(b *testing.B) {
 	bd := newBed(b)
-	_, rel, _ := bd.createPod(b, "web", QoSBurstable, nil, "app")
+	_, rel, _ := bd.createPod(b, "web", "Burstable", nil, "app")
 	bd.startAgent(b)
 	all := mustSet(b, bd.cfg.CPUs).String()
-	waitFile(b, filepath.Join(bd.sb.Path("cpuset", rel+"/app"), "cpuset.cpus"), all, 30*time.Second)
-	podDir := bd.sb.Path("cpuset", rel)
+	waitFile(b, filepath.Join(bd.k.SB.Path("cpuset", rel+"/app"), "cpuset.cpus"), all, 30*time.Second)
+	podDir := bd.k.SB.Path("cpuset", rel)
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		b.Fatal(err)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package agent
+package e2e
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/cgpilot/cgpilot/agent/pools"
+	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/test/tier"
 )
 
@@ -126,7 +128,7 @@ func (a *agentProc) waitReady(socket string) {
 // checkpoint, its annotation and its cgroup say, and the shared pod runs
 // on all − exclusive.
 func (b *bed) consistent(t testing.TB, sharedRel string, want map[string]string) (bool, string) {
-	cp, err := readCheckpoint(b.cfg.CheckpointPath)
+	cp, err := pools.ReadCheckpoint(b.cfg.CheckpointPath)
 	if err != nil {
 		return false, err.Error()
 	}
@@ -144,16 +146,16 @@ func (b *bed) consistent(t testing.TB, sharedRel string, want map[string]string)
 		if !ok {
 			return false, name + " missing from checkpoint"
 		}
-		if ann[AnnotationAllocatedCPUs] != a.CPUs.String() {
-			return false, fmt.Sprintf("%s annotation %s, checkpoint %s", name, ann[AnnotationAllocatedCPUs], a.CPUs)
+		if ann[local.AnnotationAllocatedCPUs] != a.CPUs.String() {
+			return false, fmt.Sprintf("%s annotation %s, checkpoint %s", name, ann[local.AnnotationAllocatedCPUs], a.CPUs)
 		}
-		if got := b.cpus(rel); got != a.CPUs.String() {
+		if got := b.k.CPUSet(rel); got != a.CPUs.String() {
 			return false, fmt.Sprintf("%s cgroup %s, checkpoint %s", name, got, a.CPUs)
 		}
 		excl = excl.Union(a.CPUs)
 	}
 	shared := mustSet(t, b.cfg.CPUs).Difference(excl).String()
-	if got := b.cpus(sharedRel); got != shared {
+	if got := b.k.CPUSet(sharedRel); got != shared {
 		return false, fmt.Sprintf("shared container on %s, want %s", got, shared)
 	}
 	return true, ""
@@ -165,13 +167,13 @@ func (b *bed) consistent(t testing.TB, sharedRel string, want map[string]string)
 // checkpoint and checks the rebuild from annotations and cgroups.
 func TestE2EKillMidChangeAndRestart(t *testing.T) {
 	b := newBed(t)
-	_, sRel, _ := b.createPod(t, "web", QoSBurstable, nil, "app")
+	_, sRel, _ := b.createPod(t, "web", "Burstable", nil, "app")
 	a := b.agentProcess(t)
 	a.start()
 	a.waitReady(b.cfg.SocketPath)
 	for i, delay := range []time.Duration{0, 5 * time.Millisecond, 30 * time.Millisecond, 150 * time.Millisecond} {
 		name := fmt.Sprintf("db-%d", i)
-		_, rel, _ := b.createPod(t, name, QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+		_, rel, _ := b.createPod(t, name, "Guaranteed", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "postgres")
 		time.Sleep(delay)
 		a.kill()
 		a.start()
@@ -193,12 +195,12 @@ func TestE2EKillMidChangeAndRestart(t *testing.T) {
 
 	// Corrupt checkpoint: moved aside, state rebuilt from the pod's
 	// allocated-cpus annotation, the same core kept, a Warning Event.
-	_, rel, _ := b.createPod(t, "db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+	_, rel, _ := b.createPod(t, "db", "Guaranteed", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "postgres")
 	eventually(t, "allocated", func() (bool, string) {
 		return b.consistent(t, sRel+"/app", map[string]string{"db": rel + "/postgres"})
 	})
 	_, ann := b.status(t, "db")
-	before := ann[AnnotationAllocatedCPUs]
+	before := ann[local.AnnotationAllocatedCPUs]
 	a.kill()
 	raw, _ := os.ReadFile(b.cfg.CheckpointPath)
 	if err := os.WriteFile(b.cfg.CheckpointPath, []byte(strings.Replace(string(raw), `"cpus":"`, `"cpus":"9,`, 1)), 0o600); err != nil {
@@ -209,8 +211,8 @@ func TestE2EKillMidChangeAndRestart(t *testing.T) {
 	eventually(t, "rebuilt after corruption", func() (bool, string) {
 		return b.consistent(t, sRel+"/app", map[string]string{"db": rel + "/postgres"})
 	})
-	if _, ann := b.status(t, "db"); ann[AnnotationAllocatedCPUs] != before {
-		t.Fatalf("rebuild moved db from %s to %s", before, ann[AnnotationAllocatedCPUs])
+	if _, ann := b.status(t, "db"); ann[local.AnnotationAllocatedCPUs] != before {
+		t.Fatalf("rebuild moved db from %s to %s", before, ann[local.AnnotationAllocatedCPUs])
 	}
 	aside, _ := filepath.Glob(b.cfg.CheckpointPath + ".corrupt-*")
 	if len(aside) != 1 {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package agent
+package e2e
 
 import (
 	"context"
@@ -11,13 +11,15 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/cpuset"
 
+	"github.com/cgpilot/cgpilot/agent"
+	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/cgroup"
 	"github.com/cgpilot/cgpilot/test/harness"
 	"github.com/cgpilot/cgpilot/test/images"
 	"github.com/cgpilot/cgpilot/test/tier"
@@ -46,14 +48,14 @@ func nodePod(name, node string, cpu string, guaranteed bool, ann map[string]stri
 // no quota, the shared pod's container moves off it, and deleting the
 // exclusive pod gives the core back.
 func TestNodeExclusivePool(t *testing.T) {
-	n, cs, c := startNodeAgent(t, nil)
+	n, cs, na := startNodeAgent(t, nil)
 	ctx := context.Background()
-	all := c.pools.State().All()
+	all := na.all
 
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, nodePod("web", n.Name(), "500m", false, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.CoreV1().Pods("default").Create(ctx, nodePod("db", n.Name(), "1", true, map[string]string{AnnotationCPUPool: "exclusive"}), metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, nodePod("db", n.Name(), "1", true, map[string]string{local.AnnotationCPUPool: "exclusive"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ctrCPUs := func(name string) (string, string) {
@@ -61,21 +63,20 @@ func TestNodeExclusivePool(t *testing.T) {
 		if err != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].ContainerID == "" {
 			return "", "no container yet"
 		}
-		rel, err := c.pools.cg.PodPath(string(p.UID), qosClass(p))
+		rel, err := na.kp.ContainerPath(string(p.UID), cgroup.QoS(p.Status.QOSClass), p.Status.ContainerStatuses[0].ContainerID)
 		if err != nil {
 			return "", err.Error()
 		}
-		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
-		set, err := c.pools.cg.ReadCPUs(rel + "/" + id)
+		set, err := na.kp.ReadCPUs(rel)
 		if err != nil {
 			return "", err.Error()
 		}
-		return set.String(), rel + "/" + id
+		return set.String(), rel
 	}
 	var excl string
 	eventually(t, "exclusive container pinned", func() (bool, string) {
 		_, ann := statusOf(t, cs, "db")
-		excl = ann[AnnotationAllocatedCPUs]
+		excl = ann[local.AnnotationAllocatedCPUs]
 		got, where := ctrCPUs("db")
 		return excl != "" && got == excl, fmt.Sprintf("allocated %q, container %q (%s)", excl, got, where)
 	})
@@ -85,7 +86,11 @@ func TestNodeExclusivePool(t *testing.T) {
 		return got == shared, got + " " + where
 	})
 	_, where := ctrCPUs("db")
-	quota := filepath.Join(strings.Replace(c.pools.cg.CPUSetDir(where), "/cpuset/", "/cpu/", 1), "cpu.cfs_quota_us")
+	d, err := na.kp.Layout().DirsAt(where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quota := filepath.Join(d.CPU, "cpu.cfs_quota_us")
 	if b, err := os.ReadFile(quota); err != nil || strings.TrimSpace(string(b)) != "-1" {
 		t.Fatalf("%s = %q, %v; want -1", quota, b, err)
 	}
@@ -99,13 +104,13 @@ func TestNodeExclusivePool(t *testing.T) {
 	t.Logf("node %s: exclusive %s, shared %s, all %s", n.Name(), excl, shared, all)
 }
 
-func statusOf(t testing.TB, cs kubernetes.Interface, name string) (Status, map[string]string) {
+func statusOf(t testing.TB, cs kubernetes.Interface, name string) (local.Status, map[string]string) {
 	t.Helper()
 	p, err := cs.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
-		return Status{}, nil
+		return local.Status{}, nil
 	}
-	s, _ := ParseStatus(p.Annotations[AnnotationStatus])
+	s, _ := local.ParseStatus(p.Annotations[local.AnnotationStatus])
 	return s, p.Annotations
 }
 
@@ -116,11 +121,11 @@ func statusOf(t testing.TB, cs kubernetes.Interface, name string) (Status, map[s
 // the runtime's own first cpuset on a new container is not drift.
 func TestNodeReleaseOnTerminationAndNoFalseDrift(t *testing.T) {
 	const sweep = 2 * time.Second
-	n, cs, c := startNodeAgent(t, func(cfg *Config) { cfg.SweepInterval = Duration{sweep} })
+	n, cs, na := startNodeAgent(t, func(cfg *agent.Config) { cfg.SweepInterval = metav1.Duration{Duration: sweep} })
 	ctx := context.Background()
-	all := c.pools.State().All()
+	all := na.all
 	web := nodePod("web", n.Name(), "500m", false, nil)
-	db := nodePod("db", n.Name(), "1", true, map[string]string{AnnotationCPUPool: "exclusive"})
+	db := nodePod("db", n.Name(), "1", true, map[string]string{local.AnnotationCPUPool: "exclusive"})
 	grace := int64(30)
 	db.Spec.TerminationGracePeriodSeconds = &grace
 	for _, p := range []*corev1.Pod{web, db} {
@@ -133,11 +138,10 @@ func TestNodeReleaseOnTerminationAndNoFalseDrift(t *testing.T) {
 		if err != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].ContainerID == "" {
 			return "", fmt.Errorf("no container yet (%v)", err)
 		}
-		rel, err := c.pools.cg.ContainerPath(string(p.UID), qosClass(p), p.Status.ContainerStatuses[0].ContainerID)
-		return rel, err
+		return na.kp.ContainerPath(string(p.UID), cgroup.QoS(p.Status.QOSClass), p.Status.ContainerStatuses[0].ContainerID)
 	}
 	ctrCPUs := func(rel string) string {
-		set, err := c.pools.cg.ReadCPUs(rel)
+		set, err := na.kp.ReadCPUs(rel)
 		if err != nil {
 			return err.Error()
 		}
@@ -146,7 +150,7 @@ func TestNodeReleaseOnTerminationAndNoFalseDrift(t *testing.T) {
 	var excl, dbRel, webRel string
 	eventually(t, "exclusive container pinned, shared moved off", func() (bool, string) {
 		_, ann := statusOf(t, cs, "db")
-		excl = ann[AnnotationAllocatedCPUs]
+		excl = ann[local.AnnotationAllocatedCPUs]
 		var err1, err2 error
 		dbRel, err1 = ctrDir("db")
 		webRel, err2 = ctrDir("web")
@@ -166,15 +170,17 @@ func TestNodeReleaseOnTerminationAndNoFalseDrift(t *testing.T) {
 			}
 		}
 	}
-	var drift dto.Metric
-	if err := c.metrics.drift.Write(&drift); err != nil || drift.GetCounter().GetValue() != 0 {
-		d := drift.GetCounter().GetValue()
-		t.Errorf("cgpilot_drift_corrections_total = %v after only the runtime and the agent wrote", d)
+	if m := httpGet(t, "http://"+na.cfg.HealthAddr+"/metrics"); !strings.Contains(m, "\ncgpilot_drift_corrections_total 0\n") {
+		t.Errorf("cgpilot_drift_corrections_total not 0 after only the runtime and the agent wrote:\n%s", m)
 	}
 
 	// The db container ignores SIGTERM (sleep as PID 1): it runs until the
 	// kubelet kills it after the grace period given here.
-	procs := filepath.Join(c.pools.cg.CPUSetDir(dbRel), "cgroup.procs")
+	dd, err := na.kp.Layout().DirsAt(dbRel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := filepath.Join(dd.CPUSet, "cgroup.procs")
 	gp := int64(2)
 	start := time.Now()
 	if err := cs.CoreV1().Pods("default").Delete(ctx, "db", metav1.DeleteOptions{GracePeriodSeconds: &gp}); err != nil {
@@ -205,39 +211,52 @@ func TestNodeReleaseOnTerminationAndNoFalseDrift(t *testing.T) {
 		gp, dbExited.Round(time.Millisecond), widened.Round(time.Millisecond), (widened - dbExited).Round(time.Millisecond), gone != nil)
 }
 
+// nodeAgent is the agent under test on the real node: its config, the
+// CPUs it manages, and the node's kubepods tree as the test reads it.
+type nodeAgent struct {
+	cfg agent.Config
+	all cpuset.CPUSet
+	kp  *cgroup.Kubepods
+}
+
 // startNodeAgent brings up a real control plane and node and runs the agent
 // in this process against them until the test ends (stopped before the
 // harness tears the node down). It skips on fewer than 2 CPUs.
-func startNodeAgent(t *testing.T, tweak func(*Config)) (*harness.Node, kubernetes.Interface, *controller) {
+func startNodeAgent(t *testing.T, tweak func(*agent.Config)) (*harness.Node, kubernetes.Interface, nodeAgent) {
 	t.Helper()
 	bins := tier.Node(t)
 	cp := harness.MustStart(t, bins, harness.Options{Controllers: true})
 	n := harness.MustStartNode(t, cp, harness.NodeOptions{})
-	cfg := DefaultConfig()
+	cfg := agent.DefaultConfig()
 	cfg.NodeName = n.Name()
 	cfg.CheckpointPath = filepath.Join(t.TempDir(), "cpu_pools.checkpoint")
 	cfg.KubeletCPUManagerState = ""
-	cfg.HealthAddr = ""
+	cfg.HealthAddr = freeAddr(t)
 	cfg.SocketPath = filepath.Join(t.TempDir(), "agent.sock")
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	actx, cancel := context.WithCancel(context.Background())
-	c, err := newController(actx, cfg, cp.Client, testLoggerTB(t))
+	runAgent(t, cfg, cp.Client)
+	mounts, err := cgroup.ReadMounts("/proc")
 	if err != nil {
-		cancel()
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- c.run(actx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
+	kp, err := cgroup.OpenKubepods(mounts, cgroup.KubepodsConfig{Root: cfg.CgroupRoot, Layout: cgroup.LayoutConfig{KubepodsPath: cfg.CgroupParent}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pools local.PoolsView
+	eventually(t, "agent API up", func() (bool, string) {
+		v, err := local.NewClient(cfg.SocketPath).Pools(context.Background())
+		pools = v
+		return err == nil, fmt.Sprint(err)
 	})
-	if c.pools.State().All().Size() < 2 {
+	all, err := cpuset.Parse(pools.CPUs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all.Size() < 2 {
 		t.Skip("node tier: needs 2 CPUs")
 	}
-	return n, cp.Client, c
+	return n, cp.Client, nodeAgent{cfg: cfg, all: all, kp: kp}
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package agent
+package e2e
 
 import (
 	"context"
@@ -16,65 +16,117 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/cpuset"
 
+	"github.com/cgpilot/cgpilot/agent"
+	"github.com/cgpilot/cgpilot/agent/pools"
+	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/test/cgtest"
 	"github.com/cgpilot/cgpilot/test/harness"
 	"github.com/cgpilot/cgpilot/test/tier"
 )
 
 const testNode = "cgpilot-node"
 
+// Agent tests: the agent (package agent, in this process, or the real
+// binary in agent_crash_test.go) against a real API server, with the test
+// playing the kubelet on a kubelet-style tree of real cgroups (e2e and
+// kernel tiers), or against a real kubelet + containerd node
+// (agent_node_test.go, node tier).
+
+func TestMain(m *testing.M) { cgtest.Main(m) }
+
 // bed is a real API server plus a kubelet-style cgroup tree on this host:
 // the test plays the kubelet (creates pods' cgroups with real processes),
 // the agent under test does the rest.
 type bed struct {
-	*kubeletTree
-	cp *harness.ControlPlane
-	cs kubernetes.Interface
+	k   *cgtest.KubeletTree
+	cfg agent.Config
+	cp  *harness.ControlPlane
+	cs  kubernetes.Interface
 }
 
 func newBed(t testing.TB) *bed {
 	t.Helper()
 	bins := tier.E2E(t)
-	k := newKubeletTree(t)
+	tier.Kernel(t)
+	k := cgtest.NewKubeletTree(t, "cgroupfs")
 	cp := harness.MustStart(t, bins, harness.Options{})
 	cs := cp.Client
 	_, err := cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.cfg.NodeName = testNode
-	k.cfg.HealthAddr = ""
-	k.cfg.SocketPath = filepath.Join(t.TempDir(), "agent.sock")
-	return &bed{kubeletTree: k, cp: cp, cs: cs}
+	cfg := agent.DefaultConfig()
+	cfg.NodeName = testNode
+	cfg.CgroupParent = k.Kubepods
+	cfg.CPUs = k.CPUs.String()
+	cfg.CheckpointPath = filepath.Join(t.TempDir(), "cpu_pools.checkpoint")
+	cfg.KubeletCPUManagerState = ""
+	cfg.SweepInterval = metav1.Duration{Duration: time.Second}
+	cfg.HealthAddr = ""
+	cfg.SocketPath = filepath.Join(t.TempDir(), "agent.sock")
+	return &bed{k: k, cfg: cfg, cp: cp, cs: cs}
 }
 
+func testLogger(t testing.TB) logr.Logger { return testr.NewWithInterface(t, testr.Options{}) }
+
 // startAgent runs the agent in this process until the test ends.
-func (b *bed) startAgent(t testing.TB) *controller {
+func (b *bed) startAgent(t testing.TB) {
+	t.Helper()
+	runAgent(t, b.cfg, b.cs)
+}
+
+// runAgent runs the agent with cfg in this process until the test ends.
+func runAgent(t testing.TB, cfg agent.Config, cs kubernetes.Interface) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	c, err := newController(ctx, b.cfg, b.cs, testLoggerTB(t))
+	a, err := agent.New(ctx, cfg, cs, testLogger(t))
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- c.run(ctx) }()
+	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("agent: %v", err)
 		}
 	})
-	return c
+}
+
+// pools is what the running agent's local API says of the pools.
+func (b *bed) pools(t testing.TB) local.PoolsView {
+	t.Helper()
+	v, err := local.NewClient(b.cfg.SocketPath).Pools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// holds says whether the agent holds exclusive CPUs for the pod uid.
+func (b *bed) holds(t testing.TB, uid types.UID) bool {
+	for _, a := range b.pools(t).Assignments {
+		if a.UID == string(uid) {
+			return true
+		}
+	}
+	return false
 }
 
 // createPod creates a pod bound to the test node and, playing the kubelet,
 // its cgroups with one busy process per container.
-func (b *bed) createPod(t testing.TB, name string, qos QoSClass, ann map[string]string, containers ...string) (*corev1.Pod, string, []int) {
+func (b *bed) createPod(t testing.TB, name string, qos string, ann map[string]string, containers ...string) (*corev1.Pod, string, []int) {
 	t.Helper()
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: ann},
@@ -83,10 +135,10 @@ func (b *bed) createPod(t testing.TB, name string, qos QoSClass, ann map[string]
 	for _, c := range containers {
 		ctr := corev1.Container{Name: c, Image: "busybox"}
 		switch qos {
-		case QoSGuaranteed:
+		case "Guaranteed":
 			r := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("64Mi")}
 			ctr.Resources = corev1.ResourceRequirements{Requests: r, Limits: r}
-		case QoSBurstable:
+		case "Burstable":
 			ctr.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
 		}
 		p.Spec.Containers = append(p.Spec.Containers, ctr)
@@ -95,8 +147,17 @@ func (b *bed) createPod(t testing.TB, name string, qos QoSClass, ann map[string]
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, pids := b.pod(string(created.UID), qos, containers...)
+	rel, pids := b.k.Pod(string(created.UID), qos, containers...)
 	return created, rel, pids
+}
+
+func mustSet(t testing.TB, s string) cpuset.CPUSet {
+	t.Helper()
+	set, err := cpuset.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
 }
 
 // eventually polls cond until it holds or 20 s pass (the machine is
@@ -116,13 +177,13 @@ func eventually(t testing.TB, what string, cond func() (bool, string)) {
 	t.Fatalf("%s: not reached in 20s; last: %s", what, last)
 }
 
-func (b *bed) status(t testing.TB, name string) (Status, map[string]string) {
+func (b *bed) status(t testing.TB, name string) (local.Status, map[string]string) {
 	t.Helper()
 	p, err := b.cs.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := ParseStatus(p.Annotations[AnnotationStatus])
+	s, _ := local.ParseStatus(p.Annotations[local.AnnotationStatus])
 	return s, p.Annotations
 }
 
@@ -150,54 +211,56 @@ func hasEvent(evs []corev1.Event, reason string) bool {
 // off it, and deleting the pod gives the core back.
 func TestE2EExclusiveSharedLifecycle(t *testing.T) {
 	b := newBed(t)
-	_, sRel, sPIDs := b.createPod(t, "web", QoSBurstable, nil, "app", "sidecar")
+	_, sRel, sPIDs := b.createPod(t, "web", "Burstable", nil, "app", "sidecar")
 	b.cfg.HealthAddr = freeAddr(t)
-	c := b.startAgent(t)
+	b.startAgent(t)
 	all := mustSet(t, b.cfg.CPUs)
 	eventually(t, "shared pod status", func() (bool, string) {
 		s, _ := b.status(t, "web")
-		return s.State == StateShared, fmt.Sprintf("%+v", s)
+		return s.State == local.StateShared, fmt.Sprintf("%+v", s)
 	})
-	db, dbRel, dbPIDs := b.createPod(t, "db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+	db, dbRel, dbPIDs := b.createPod(t, "db", "Guaranteed", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "postgres")
 	var excl string
 	eventually(t, "exclusive allocation", func() (bool, string) {
 		s, ann := b.status(t, "db")
-		excl = ann[AnnotationAllocatedCPUs]
-		return s.State == StateAllocated && excl != "" && s.CPUs == excl && b.cpus(dbRel+"/postgres") == excl, fmt.Sprintf("%+v %v", s, ann)
+		excl = ann[local.AnnotationAllocatedCPUs]
+		return s.State == local.StateAllocated && excl != "" && s.CPUs == excl && b.k.CPUSet(dbRel+"/postgres") == excl, fmt.Sprintf("%+v %v", s, ann)
 	})
 	shared := all.Difference(mustSet(t, excl)).String()
 	eventually(t, "shared containers off the exclusive core", func() (bool, string) {
-		got := b.cpus(sRel+"/app") + " " + b.cpus(sRel+"/sidecar")
+		got := b.k.CPUSet(sRel+"/app") + " " + b.k.CPUSet(sRel+"/sidecar")
 		return got == shared+" "+shared, got
 	})
-	if got := allowed(t, dbPIDs[0]); got != excl {
+	if got := cgtest.Allowed(t, dbPIDs[0]); got != excl {
 		t.Fatalf("exclusive task may run on %s, want %s", got, excl)
 	}
 	for _, pid := range sPIDs {
-		if got := allowed(t, pid); got != shared {
+		if got := cgtest.Allowed(t, pid); got != shared {
 			t.Fatalf("shared task may run on %s, want %s", got, shared)
 		}
 	}
-	if q := b.quota(dbRel + "/postgres"); q != "-1" {
+	if q := b.k.Quota(dbRel + "/postgres"); q != "-1" {
 		t.Fatalf("exclusive container quota %s, want -1", q)
 	}
 	eventually(t, "node annotations", func() (bool, string) {
 		n, _ := b.cs.CoreV1().Nodes().Get(context.Background(), testNode, metav1.GetOptions{})
-		var sum NodeSummary
-		_ = json.Unmarshal([]byte(n.Annotations[AnnotationPoolSummary]), &sum)
-		return n.Annotations[AnnotationSharedPool] == shared && sum.Exclusive == excl && sum.ExclusivePods == 1, fmt.Sprint(n.Annotations)
+		var sum local.NodeSummary
+		_ = json.Unmarshal([]byte(n.Annotations[local.AnnotationPoolSummary]), &sum)
+		return n.Annotations[local.AnnotationSharedPool] == shared && sum.Exclusive == excl && sum.ExclusivePods == 1, fmt.Sprint(n.Annotations)
 	})
 	eventually(t, "allocation Event", func() (bool, string) { return hasEvent(b.podEvents(t, "db"), "CPUsAllocated"), "" })
 
 	// The local API serves the same picture (what cgpilotctl prints).
-	var pools PoolsView
-	getAPI(t, b.cfg.SocketPath, "/v1/pools", &pools)
-	if pools.SharedPool != shared || len(pools.Assignments) != 1 || pools.Assignments[0].Name != "db" {
-		t.Fatalf("API pools: %+v", pools)
+	checkSocketMode(t, b.cfg.SocketPath)
+	pv := b.pools(t)
+	if pv.SharedPool != shared || len(pv.Assignments) != 1 || pv.Assignments[0].Name != "db" {
+		t.Fatalf("API pools: %+v", pv)
 	}
-	var ex ExplainView
-	getAPI(t, b.cfg.SocketPath, "/v1/explain?pod=default/db", &ex)
-	if ex.State != string(StateAllocated) || ex.CPUs != excl || len(ex.Cgroups) != 2 || ex.Cgroups[1].CPUs != excl {
+	ex, err := local.NewClient(b.cfg.SocketPath).Explain(context.Background(), "default/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.State != string(local.StateAllocated) || ex.CPUs != excl || len(ex.Cgroups) != 2 || ex.Cgroups[1].CPUs != excl {
 		t.Fatalf("API explain: %+v", ex)
 	}
 
@@ -206,12 +269,12 @@ func TestE2EExclusiveSharedLifecycle(t *testing.T) {
 	// count. This bed reports no container status, so the pod's cgroup
 	// counts as settled (past the runtime's own first writes) only after
 	// the setup window.
-	time.Sleep(defaultSettleAfter)
-	if err := os.WriteFile(filepath.Join(b.sb.Path("cpuset", sRel), "cpuset.cpus"), []byte(all.String()), 0); err != nil {
+	time.Sleep(pools.DefaultSettleAfter)
+	if err := os.WriteFile(filepath.Join(b.k.SB.Path("cpuset", sRel), "cpuset.cpus"), []byte(all.String()), 0); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "drift corrected", func() (bool, string) {
-		got := b.cpus(sRel)
+		got := b.k.CPUSet(sRel)
 		return got == shared && hasEvent(b.podEvents(t, "web"), "DriftCorrected"), got
 	})
 
@@ -234,13 +297,13 @@ func TestE2EExclusiveSharedLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "core given back", func() (bool, string) {
-		got := b.cpus(sRel + "/app")
-		return got == all.String() && len(c.pools.State().Assignments()) == 0, got
+		got := b.k.CPUSet(sRel + "/app")
+		return got == all.String() && len(b.pools(t).Assignments) == 0, got
 	})
-	if got := allowed(t, sPIDs[0]); got != all.String() {
+	if got := cgtest.Allowed(t, sPIDs[0]); got != all.String() {
 		t.Fatalf("shared task may run on %s after release, want %s", got, all)
 	}
-	cp, err := readCheckpoint(b.cfg.CheckpointPath)
+	cp, err := pools.ReadCheckpoint(b.cfg.CheckpointPath)
 	if err != nil || len(cp) != 0 {
 		t.Fatalf("checkpoint after release: %v, %v", cp, err)
 	}
@@ -267,22 +330,11 @@ func httpGet(t testing.TB, url string) string {
 	return string(b)
 }
 
-func getAPI(t testing.TB, socket, path string, v any) {
+func checkSocketMode(t testing.TB, socket string) {
 	t.Helper()
-	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-	}}}
 	st, err := os.Stat(socket)
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("socket %s: mode %v, %v; want 0600", socket, st.Mode(), err)
-	}
-	resp, err := c.Get("http://agent" + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -291,18 +343,18 @@ func getAPI(t testing.TB, socket, path string, v any) {
 // keeps its core, the shared pods their cpuset, the checkpoint its bytes.
 func TestE2EBadInput(t *testing.T) {
 	b := newBed(t)
-	_, sRel, _ := b.createPod(t, "web", QoSBurstable, nil, "app")
+	_, sRel, _ := b.createPod(t, "web", "Burstable", nil, "app")
 	b.startAgent(t)
-	b.createPod(t, "db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+	b.createPod(t, "db", "Guaranteed", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "postgres")
 	var excl string
 	eventually(t, "exclusive allocation", func() (bool, string) {
 		s, ann := b.status(t, "db")
-		excl = ann[AnnotationAllocatedCPUs]
-		return s.State == StateAllocated, fmt.Sprintf("%+v", s)
+		excl = ann[local.AnnotationAllocatedCPUs]
+		return s.State == local.StateAllocated, fmt.Sprintf("%+v", s)
 	})
-	sharedBefore := b.cpus(sRel + "/app")
+	sharedBefore := b.k.CPUSet(sRel + "/app")
 	eventually(t, "shared settled", func() (bool, string) {
-		sharedBefore = b.cpus(sRel + "/app")
+		sharedBefore = b.k.CPUSet(sRel + "/app")
 		return !mustSet(t, sharedBefore).Contains(mustSet(t, excl).List()[0]), sharedBefore
 	})
 	cpBefore, err := os.ReadFile(b.cfg.CheckpointPath)
@@ -314,25 +366,25 @@ func TestE2EBadInput(t *testing.T) {
 		ann    map[string]string
 		reason string
 	}{
-		{map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "abc"}, "InvalidAnnotation"},
-		{map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "-1"}, "InvalidAnnotation"},
-		{map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: fmt.Sprint(n + 1)}, "TooManyCPUs"},
-		{map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUSet: excl}, "CPUsTaken"},
-		{map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "CapExceeded"},
-		{map[string]string{AnnotationCPUPool: "turbo"}, "InvalidAnnotation"},
+		{map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "abc"}, "InvalidAnnotation"},
+		{map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "-1"}, "InvalidAnnotation"},
+		{map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: fmt.Sprint(n + 1)}, "TooManyCPUs"},
+		{map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUSet: excl}, "CPUsTaken"},
+		{map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "CapExceeded"},
+		{map[string]string{local.AnnotationCPUPool: "turbo"}, "InvalidAnnotation"},
 	} {
 		name := fmt.Sprintf("bad-%d", i)
-		_, rel, _ := b.createPod(t, name, QoSBurstable, tc.ann, "app")
+		_, rel, _ := b.createPod(t, name, "Burstable", tc.ann, "app")
 		eventually(t, name+" refused", func() (bool, string) {
 			s, _ := b.status(t, name)
-			return s.State == StateRefused && s.Reason == tc.reason && s.Error != "", fmt.Sprintf("%+v", s)
+			return s.State == local.StateRefused && s.Reason == tc.reason && s.Error != "", fmt.Sprintf("%+v", s)
 		})
 		eventually(t, name+" warning Event", func() (bool, string) { return hasEvent(b.podEvents(t, name), "CPUPoolRefused"), "" })
-		if got := b.cpus(sRel + "/app"); got != sharedBefore {
+		if got := b.k.CPUSet(sRel + "/app"); got != sharedBefore {
 			t.Fatalf("%s: shared pod moved to %s", name, got)
 		}
-		if _, ann := b.status(t, "db"); ann[AnnotationAllocatedCPUs] != excl {
-			t.Fatalf("%s: exclusive pod changed to %s", name, ann[AnnotationAllocatedCPUs])
+		if _, ann := b.status(t, "db"); ann[local.AnnotationAllocatedCPUs] != excl {
+			t.Fatalf("%s: exclusive pod changed to %s", name, ann[local.AnnotationAllocatedCPUs])
 		}
 		if after, _ := os.ReadFile(b.cfg.CheckpointPath); string(after) != string(cpBefore) {
 			t.Fatalf("%s: checkpoint changed", name)
@@ -350,8 +402,8 @@ func TestE2EKubeletStaticCoexistence(t *testing.T) {
 	b := newBed(t)
 	all := mustSet(t, b.cfg.CPUs)
 	staticCPU := all.List()[all.Size()-1]
-	static, sRel, _ := b.createPod(t, "static", QoSGuaranteed, nil, "app")
-	if err := os.WriteFile(filepath.Join(b.sb.Path("cpuset", sRel+"/app"), "cpuset.cpus"), []byte(fmt.Sprint(staticCPU)), 0); err != nil {
+	static, sRel, _ := b.createPod(t, "static", "Guaranteed", nil, "app")
+	if err := os.WriteFile(filepath.Join(b.k.SB.Path("cpuset", sRel+"/app"), "cpuset.cpus"), []byte(fmt.Sprint(staticCPU)), 0); err != nil {
 		t.Fatal(err)
 	}
 	state := fmt.Sprintf(`{"policyName":"static","defaultCpuSet":%q,"entries":{%q:{"app":"%d"}},"checksum":1}`,
@@ -360,24 +412,24 @@ func TestE2EKubeletStaticCoexistence(t *testing.T) {
 	if err := os.WriteFile(b.cfg.KubeletCPUManagerState, []byte(state), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, wRel, _ := b.createPod(t, "web", QoSBurstable, nil, "app")
+	_, wRel, _ := b.createPod(t, "web", "Burstable", nil, "app")
 	b.startAgent(t)
 	rest := all.Difference(mustSet(t, fmt.Sprint(staticCPU))).String()
 	eventually(t, "shared pool without the kubelet's CPU", func() (bool, string) {
-		got := b.cpus(wRel + "/app")
+		got := b.k.CPUSet(wRel + "/app")
 		return got == rest, got
 	})
 	// An exclusive request for the kubelet's CPU is refused.
-	b.createPod(t, "grab", QoSBurstable, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUSet: fmt.Sprint(staticCPU)}, "app")
+	b.createPod(t, "grab", "Burstable", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUSet: fmt.Sprint(staticCPU)}, "app")
 	eventually(t, "explicit kubelet CPU refused", func() (bool, string) {
 		s, _ := b.status(t, "grab")
-		return s.State == StateRefused && s.Reason == "CPUsTaken", fmt.Sprintf("%+v", s)
+		return s.State == local.StateRefused && s.Reason == "CPUsTaken", fmt.Sprintf("%+v", s)
 	})
 	// The static pod is untouched: no status, its cpuset as the kubelet set it.
-	if s, ann := b.status(t, "static"); s.State != "" || ann[AnnotationStatus] != "" {
+	if s, ann := b.status(t, "static"); s.State != "" || ann[local.AnnotationStatus] != "" {
 		t.Fatalf("static pod got a status: %v", ann)
 	}
-	if got := b.cpus(sRel + "/app"); got != fmt.Sprint(staticCPU) {
+	if got := b.k.CPUSet(sRel + "/app"); got != fmt.Sprint(staticCPU) {
 		t.Fatalf("static pod's container moved to %s", got)
 	}
 }
@@ -390,21 +442,21 @@ func TestE2EReservedCPUs(t *testing.T) {
 	reserved := all.List()[0]
 	b.cfg.ReservedCPUs = fmt.Sprint(reserved)
 	rest := all.Difference(mustSet(t, b.cfg.ReservedCPUs)).String()
-	_, wRel, pids := b.createPod(t, "web", QoSBurstable, nil, "app")
+	_, wRel, pids := b.createPod(t, "web", "Burstable", nil, "app")
 	b.startAgent(t)
 	eventually(t, "shared pool without the reserved CPU", func() (bool, string) {
-		got := b.cpus(wRel + "/app")
+		got := b.k.CPUSet(wRel + "/app")
 		return got == rest, got
 	})
-	if got := allowed(t, pids[0]); got != rest {
+	if got := cgtest.Allowed(t, pids[0]); got != rest {
 		t.Fatalf("shared task may run on %s, want %s", got, rest)
 	}
-	b.createPod(t, "grab", QoSBurstable, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUSet: fmt.Sprint(reserved)}, "app")
+	b.createPod(t, "grab", "Burstable", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUSet: fmt.Sprint(reserved)}, "app")
 	eventually(t, "explicit reserved CPU refused", func() (bool, string) {
 		s, _ := b.status(t, "grab")
-		return s.State == StateRefused && s.Reason == "ReservedOverlap", fmt.Sprintf("%+v", s)
+		return s.State == local.StateRefused && s.Reason == "ReservedOverlap", fmt.Sprintf("%+v", s)
 	})
-	if got := b.cpus(wRel + "/app"); got != rest {
+	if got := b.k.CPUSet(wRel + "/app"); got != rest {
 		t.Fatalf("refusal moved the shared pod to %s", got)
 	}
 }
@@ -414,22 +466,22 @@ func TestE2EReservedCPUs(t *testing.T) {
 // gets the pod's cpuset from the inotify path alone.
 func TestE2ELateContainerByInotify(t *testing.T) {
 	b := newBed(t)
-	b.cfg.SweepInterval = Duration{time.Hour}
+	b.cfg.SweepInterval = metav1.Duration{Duration: time.Hour}
 	b.startAgent(t)
-	_, rel, _ := b.createPod(t, "db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+	_, rel, _ := b.createPod(t, "db", "Guaranteed", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "postgres")
 	var excl string
 	eventually(t, "allocated", func() (bool, string) {
 		_, ann := b.status(t, "db")
-		excl = ann[AnnotationAllocatedCPUs]
-		return excl != "" && b.cpus(rel+"/postgres") == excl, excl
+		excl = ann[local.AnnotationAllocatedCPUs]
+		return excl != "" && b.k.CPUSet(rel+"/postgres") == excl, excl
 	})
-	late := b.sb.Path("cpuset", rel+"/late")
+	late := b.k.SB.Path("cpuset", rel+"/late")
 	if err := os.Mkdir(late, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Remove(late) }) // before the sandbox's own cleanup
 	eventually(t, "late container pinned", func() (bool, string) {
-		got := b.cpus(rel + "/late")
+		got := b.k.CPUSet(rel + "/late")
 		return got == excl, got
 	})
 }
@@ -441,13 +493,13 @@ func TestE2ELateContainerByInotify(t *testing.T) {
 // away (before the kubelet reports it), and never while it still runs.
 func TestE2EReleaseWhenDeletedPodExits(t *testing.T) {
 	b := newBed(t)
-	_, sRel, _ := b.createPod(t, "web", QoSBurstable, nil, "app")
-	c := b.startAgent(t)
+	_, sRel, _ := b.createPod(t, "web", "Burstable", nil, "app")
+	b.startAgent(t)
 	all := mustSet(t, b.cfg.CPUs)
 	ctx := context.Background()
 	for _, kubeletReports := range []bool{true, false} {
 		name := fmt.Sprintf("db-reported-%v", kubeletReports)
-		db, dbRel, pids := b.createPod(t, name, QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+		db, dbRel, pids := b.createPod(t, name, "Guaranteed", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "postgres")
 		setState := func(st corev1.ContainerState) {
 			t.Helper()
 			// The agent patches the pod's annotations meanwhile.
@@ -468,9 +520,9 @@ func TestE2EReleaseWhenDeletedPodExits(t *testing.T) {
 		var excl string
 		eventually(t, "exclusive allocation", func() (bool, string) {
 			_, ann := b.status(t, name)
-			excl = ann[AnnotationAllocatedCPUs]
+			excl = ann[local.AnnotationAllocatedCPUs]
 			shared := all.Difference(mustSet(t, excl))
-			return excl != "" && b.cpus(dbRel+"/postgres") == excl && b.cpus(sRel+"/app") == shared.String(), excl
+			return excl != "" && b.k.CPUSet(dbRel+"/postgres") == excl && b.k.CPUSet(sRel+"/app") == shared.String(), excl
 		})
 		grace := int64(30)
 		if err := b.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
@@ -480,10 +532,10 @@ func TestE2EReleaseWhenDeletedPodExits(t *testing.T) {
 		// status update and a sweep.
 		setState(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
 		time.Sleep(b.cfg.SweepInterval.Duration + 500*time.Millisecond)
-		if _, ok := c.pools.State().Assignment(string(db.UID)); !ok || b.cpus(sRel+"/app") == all.String() {
-			t.Fatalf("%s: core handed back while its container still runs (shared %s)", name, b.cpus(sRel+"/app"))
+		if !b.holds(t, db.UID) || b.k.CPUSet(sRel+"/app") == all.String() {
+			t.Fatalf("%s: core handed back while its container still runs (shared %s)", name, b.k.CPUSet(sRel+"/app"))
 		}
-		if got := allowed(t, pids[0]); got != excl {
+		if got := cgtest.Allowed(t, pids[0]); got != excl {
 			t.Fatalf("%s: still-running container may run on %s, want %s", name, got, excl)
 		}
 		// The container exits.
@@ -491,7 +543,7 @@ func TestE2EReleaseWhenDeletedPodExits(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, "container gone from its cgroup", func() (bool, string) {
-			procs, _ := os.ReadFile(filepath.Join(b.sb.Path("cpuset", dbRel+"/postgres"), "cgroup.procs"))
+			procs, _ := os.ReadFile(filepath.Join(b.k.SB.Path("cpuset", dbRel+"/postgres"), "cgroup.procs"))
 			return len(strings.TrimSpace(string(procs))) == 0, string(procs)
 		})
 		if kubeletReports {
@@ -500,7 +552,7 @@ func TestE2EReleaseWhenDeletedPodExits(t *testing.T) {
 			// The runtime removes the container's cgroups; the status
 			// still says running.
 			for _, h := range []string{"cpuset", "cpu"} {
-				if err := syscall.Rmdir(b.sb.Path(h, dbRel+"/postgres")); err != nil {
+				if err := syscall.Rmdir(b.k.SB.Path(h, dbRel+"/postgres")); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -510,14 +562,14 @@ func TestE2EReleaseWhenDeletedPodExits(t *testing.T) {
 			if err != nil || p.DeletionTimestamp == nil {
 				return false, fmt.Sprintf("pod object: %v", err)
 			}
-			_, held := c.pools.State().Assignment(string(db.UID))
-			return !held && b.cpus(sRel+"/app") == all.String(), b.cpus(sRel + "/app")
+			held := b.holds(t, db.UID)
+			return !held && b.k.CPUSet(sRel+"/app") == all.String(), b.k.CPUSet(sRel + "/app")
 		})
 		eventually(t, "Released Event", func() (bool, string) { return hasEvent(b.podEvents(t, name), "Released"), "" })
 		// Later updates of the dying pod never take a core again.
 		setState(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}})
 		time.Sleep(500 * time.Millisecond)
-		if _, held := c.pools.State().Assignment(string(db.UID)); held {
+		if held := b.holds(t, db.UID); held {
 			t.Fatalf("%s: finished pod got cores again", name)
 		}
 		zero := int64(0)
@@ -532,11 +584,11 @@ func TestE2EReleaseWhenDeletedPodExits(t *testing.T) {
 // it; the core goes back only after the container has exited.
 func TestE2EForceDeleteWaitsForContainers(t *testing.T) {
 	b := newBed(t)
-	_, sRel, _ := b.createPod(t, "web", QoSBurstable, nil, "app")
-	c := b.startAgent(t)
+	_, sRel, _ := b.createPod(t, "web", "Burstable", nil, "app")
+	b.startAgent(t)
 	all := mustSet(t, b.cfg.CPUs)
 	ctx := context.Background()
-	db, dbRel, pids := b.createPod(t, "db", QoSGuaranteed, map[string]string{AnnotationCPUPool: "exclusive", AnnotationCPUs: "1"}, "postgres")
+	db, dbRel, pids := b.createPod(t, "db", "Guaranteed", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "postgres")
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		p, err := b.cs.CoreV1().Pods("default").Get(ctx, "db", metav1.GetOptions{})
 		if err != nil {
@@ -552,10 +604,10 @@ func TestE2EForceDeleteWaitsForContainers(t *testing.T) {
 	var excl string
 	eventually(t, "exclusive allocation, container status seen", func() (bool, string) {
 		_, ann := b.status(t, "db")
-		excl = ann[AnnotationAllocatedCPUs]
+		excl = ann[local.AnnotationAllocatedCPUs]
 		p, _ := b.cs.CoreV1().Pods("default").Get(ctx, "db", metav1.GetOptions{})
 		seen := p != nil && len(p.Status.ContainerStatuses) == 1
-		return seen && excl != "" && b.cpus(dbRel+"/postgres") == excl, excl
+		return seen && excl != "" && b.k.CPUSet(dbRel+"/postgres") == excl, excl
 	})
 	zero := int64(0)
 	if err := b.cs.CoreV1().Pods("default").Delete(ctx, "db", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
@@ -566,28 +618,28 @@ func TestE2EForceDeleteWaitsForContainers(t *testing.T) {
 		return err != nil, fmt.Sprint(err)
 	})
 	time.Sleep(b.cfg.SweepInterval.Duration + 500*time.Millisecond)
-	if _, held := c.pools.State().Assignment(string(db.UID)); !held || b.cpus(sRel+"/app") == all.String() {
-		t.Fatalf("core handed back while the force-deleted pod's container still runs (shared %s)", b.cpus(sRel+"/app"))
+	if held := b.holds(t, db.UID); !held || b.k.CPUSet(sRel+"/app") == all.String() {
+		t.Fatalf("core handed back while the force-deleted pod's container still runs (shared %s)", b.k.CPUSet(sRel+"/app"))
 	}
 	// The container exits; the runtime then deletes its cgroups.
 	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "container gone from its cgroup", func() (bool, string) {
-		procs, _ := os.ReadFile(filepath.Join(b.sb.Path("cpuset", dbRel+"/postgres"), "cgroup.procs"))
+		procs, _ := os.ReadFile(filepath.Join(b.k.SB.Path("cpuset", dbRel+"/postgres"), "cgroup.procs"))
 		return len(strings.TrimSpace(string(procs))) == 0, string(procs)
 	})
 	time.Sleep(300 * time.Millisecond)
-	if _, held := c.pools.State().Assignment(string(db.UID)); !held {
+	if held := b.holds(t, db.UID); !held {
 		t.Fatalf("core handed back before the runtime removed the container's cgroup (an empty cgroup.procs proves nothing across PID namespaces)")
 	}
 	for _, h := range []string{"cpuset", "cpu"} {
-		if err := syscall.Rmdir(b.sb.Path(h, dbRel+"/postgres")); err != nil {
+		if err := syscall.Rmdir(b.k.SB.Path(h, dbRel+"/postgres")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	eventually(t, "core given back after the container exited", func() (bool, string) {
-		_, held := c.pools.State().Assignment(string(db.UID))
-		return !held && b.cpus(sRel+"/app") == all.String(), b.cpus(sRel + "/app")
+		held := b.holds(t, db.UID)
+		return !held && b.k.CPUSet(sRel+"/app") == all.String(), b.k.CPUSet(sRel + "/app")
 	})
 }
