@@ -96,6 +96,16 @@ type ResourcePolicy struct {
 	// LimitRatio: limit = target × LimitRatio when the container's own
 	// limit/request ratio is unknown; 0 means no limit recommendation.
 	LimitRatio float64 `json:"limit_ratio"`
+	// Objective, when > 0, is the stated service level: the share of
+	// samples allowed above the target, per container (0.01 = "CPU above
+	// the request at most 1 % of the time"). The recommender tracks each
+	// container's realised violation rate against the target in force,
+	// over ObjectiveHalfLife, and moves the percentile it uses (1 − ε, ε
+	// starting at Objective) until the realised rate meets the objective;
+	// Percentile is then ignored. With ViolationCost the target is the
+	// larger of the two, so the objective is an upper bound per container.
+	Objective         float64  `json:"objective"`
+	ObjectiveHalfLife Duration `json:"objective_half_life"`
 }
 
 func (r ResourcePolicy) validate(name string) error {
@@ -134,9 +144,17 @@ func (r ResourcePolicy) validate(name string) error {
 		return bad("down_band", r.DownBand)
 	case !fin(r.LimitRatio) || (r.LimitRatio != 0 && r.LimitRatio < 1):
 		return bad("limit_ratio", r.LimitRatio)
+	case !(r.Objective >= 0 && r.Objective <= maxObjective):
+		return bad("objective", r.Objective)
+	case r.ObjectiveHalfLife < 0 || (r.Objective > 0 && r.ObjectiveHalfLife == 0):
+		return bad("objective_half_life", time.Duration(r.ObjectiveHalfLife))
 	}
 	return nil
 }
+
+// maxObjective bounds a stated violation rate: above a quarter of the
+// samples a "request" is no longer a service level.
+const maxObjective = 0.25
 
 // Validate checks every setting and names the first bad one.
 func (p Policy) Validate() error {

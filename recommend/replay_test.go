@@ -153,13 +153,13 @@ func TestScoreDefinitions(t *testing.T) {
 	// 2 (change); usages 0.5, 1.3 (violation > 20 %), 1.0, 1.0.
 	var s1 seriesScore
 	for i, v := range []struct{ target, u float64 }{{1, 0.5}, {1, 1.3}, {1.05, 1}, {2, 1}} {
-		s1.observe(true, int64(i)*28800, v.u, v.u, Recommendation{CPU: Estimate{Target: v.target}, Memory: Estimate{Target: v.target}})
+		s1.observe(true, int64(i)*28800, both(v.u), Recommendation{CPU: Estimate{Target: v.target}, Memory: Estimate{Target: v.target}})
 	}
-	s1.observe(false, 99, 1, 1, Recommendation{})
+	s1.observe(false, 99, both(1), Recommendation{})
 	// Series 2: 2 samples over 1 day, always exactly at target.
 	var s2 seriesScore
-	s2.observe(true, 0, 1, 1, Recommendation{CPU: Estimate{Target: 1}, Memory: Estimate{Target: 1}})
-	s2.observe(true, 86400, 1, 1, Recommendation{CPU: Estimate{Target: 1}, Memory: Estimate{Target: 1}})
+	s2.observe(true, 0, both(1), Recommendation{CPU: Estimate{Target: 1}, Memory: Estimate{Target: 1}})
+	s2.observe(true, 86400, both(1), Recommendation{CPU: Estimate{Target: 1}, Memory: Estimate{Target: 1}})
 	a.merge(&s1)
 	a.merge(&s2)
 	got := a.score("x")
@@ -185,6 +185,11 @@ func TestScoreDefinitions(t *testing.T) {
 			t.Errorf("%s: got %+v\nwant %+v", name, m, want)
 		}
 	}
+}
+
+// both is a scored sample of u for CPU and memory, peaks equal to means.
+func both(u float64) *usage {
+	return &usage{cpu: u, mem: u, cpuPeak: u, memPeak: u, memScored: true}
 }
 
 func TestReplayOptionsErrors(t *testing.T) {
