@@ -64,14 +64,18 @@ func (s *resourceState) raw(rp *ResourcePolicy, p float64) float64 {
 // histogram value it rests on and the mode that chose it: the tracked
 // percentile 1 − ε (objective), the policy's percentile, or the cost
 // optimum when that is larger; the fast histogram can only raise it.
-func (s *resourceState) target(rp *ResourcePolicy, eps float64) (est, p, value float64, mode string) {
+func (s *resourceState) target(rp *ResourcePolicy, t *tracker) (est, p, value float64, mode string) {
 	mode, p = "percentile", rp.Percentile
-	if rp.Objective > 0 && eps > 0 {
-		mode, p = "objective", 1-eps
+	if rp.Objective > 0 && t.eps > 0 {
+		mode, p = "objective", 1-t.eps
 	}
 	value = s.hist.Percentile(p)
-	if rp.ViolationCost > 0 {
-		if c := s.hist.costOptimum(rp.ViolationCost); c > value {
+	cost := rp.ViolationCost
+	if rp.RelativeViolationCost > 0 {
+		cost = rp.RelativeViolationCost * s.hist.mean()
+	}
+	if cost > 0 {
+		if c := s.hist.costOptimum(cost); c > value {
 			value, mode = c, "cost"
 			p = s.hist.cdf(c)
 		}
@@ -79,7 +83,7 @@ func (s *resourceState) target(rp *ResourcePolicy, eps float64) (est, p, value f
 	if s.fast != nil {
 		value = max(value, s.fast.Percentile(rp.FastPercentile))
 	}
-	return value / rp.Saturation, p, value, mode
+	return value * (1 + t.margin) / rp.Saturation, p, value, mode
 }
 
 func clampRound(rp *ResourcePolicy, v float64) float64 {
@@ -245,7 +249,7 @@ func (c *container) recommend(p *Policy, now time.Time) (Recommendation, bool) {
 	}
 	est := func(rs *resourceState, t *tracker, rp *ResourcePolicy, req, lim float64) Estimate {
 		t.step(rp, now)
-		raw, pct, value, mode := rs.target(rp, t.eps)
+		raw, pct, value, mode := rs.target(rp, t)
 		e := Estimate{
 			Target: rs.next(rp, clampRound(rp, raw*widen)),
 			Lower:  clampRound(rp, rs.raw(rp, 0.5)),

@@ -1,7 +1,10 @@
 package recommend
 
 import (
+	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -19,6 +22,9 @@ type tracker struct {
 	viol, n float64 // decayed counts of samples above inForce and of all
 	last    time.Time
 	eps     float64 // objective mode: 1 − percentile in use; 0: not started
+	// margin is the objective's extra headroom once ε is at its floor
+	// (usage that keeps growing past its own history): target ×(1+margin).
+	margin float64
 }
 
 // The controller moves log ε by the log of objective/realised rate per
@@ -32,6 +38,10 @@ const (
 	defaultTrackHalfLife = 72 * time.Hour
 	objectiveResponse    = 24 * time.Hour
 	objectiveRange    = 20.0
+	// marginPace converts the remaining log correction into log margin: a
+	// rate 20× the objective for a day adds about 16 % headroom.
+	marginPace         = 0.05
+	maxObjectiveMargin = 1.0
 )
 
 func (t *tracker) observe(v float64) {
@@ -84,8 +94,21 @@ func (t *tracker) step(rp *ResourcePolicy, now time.Time) {
 		t.eps = rp.Objective
 	}
 	r := t.rate(rp.Objective)
-	t.eps *= math.Pow(rp.Objective/r, float64(dt)/float64(objectiveResponse))
-	t.eps = min(max(t.eps, rp.Objective/objectiveRange), rp.Objective*objectiveRange, 0.5)
+	f := math.Pow(rp.Objective/r, float64(dt)/float64(objectiveResponse))
+	lo, hi := rp.Objective/objectiveRange, min(rp.Objective*objectiveRange, 0.5)
+	switch {
+	case f < 1 && t.eps*f < lo:
+		// Too many violations even at the top percentile: the rest of the
+		// correction becomes a margin, at a fraction of the ratio's pace.
+		t.margin = (1+t.margin)*math.Pow(lo/(t.eps*f), marginPace) - 1
+		t.eps = lo
+	case f > 1 && t.margin > 0:
+		// Fewer violations than allowed: give the margin back first.
+		t.margin = max((1+t.margin)*math.Pow(1/f, marginPace)-1, 0)
+	default:
+		t.eps = min(max(t.eps*f, lo), hi)
+	}
+	t.margin = min(t.margin, maxObjectiveMargin)
 }
 
 // Explanation says where one resource's target came from, for an
@@ -111,6 +134,23 @@ type Explanation struct {
 	// History is the span of samples the recommendation rests on.
 	History Duration `json:"history"`
 }
+
+// String is the explanation in one line, for an annotation or a table:
+// "objective 1% → p99.2 +12%, realised 0.8% over 3d (850 samples)".
+func (e Explanation) String() string {
+	var b strings.Builder
+	switch {
+	case e.Objective > 0:
+		fmt.Fprintf(&b, "objective %s → ", pct(e.Objective))
+	default:
+		fmt.Fprintf(&b, "%s → ", e.Mode)
+	}
+	fmt.Fprintf(&b, "p%s %+.0f%%, realised %s over %s (%.0f samples)", strconv.FormatFloat(100*e.Percentile, 'f', -1, 64)[:min(len(strconv.FormatFloat(100*e.Percentile, 'f', -1, 64)), 5)],
+		100*e.Margin, pct(e.RealisedViolationRate), time.Duration(e.History).Round(time.Hour), e.SampleWeight)
+	return b.String()
+}
+
+func pct(v float64) string { return strconv.FormatFloat(100*v, 'g', 3, 64) + "%" }
 
 // explain fills an Explanation for a target built from value, the
 // histogram's value at percentile p.

@@ -186,14 +186,25 @@ func writeTrace(path string, rows []row) error {
 	defer os.Remove(path + ".tmp")
 	zw, _ := gzip.NewWriterLevel(f, gzip.BestCompression)
 	w := bufio.NewWriterSize(zw, 1<<20)
-	w.WriteString("ts,series,cpu_cores,mem_bytes,cpu_cores_max,mem_bytes_max\n")
+	// A CPU-only source leaves the memory columns out (see recommend's
+	// trace format): an empty mem_bytes is not a valid sample.
+	cpuOnly := math.IsNaN(rows[0].mem)
 	num := func(v float64, prec int) string {
 		if math.IsNaN(v) {
 			return ""
 		}
 		return strconv.FormatFloat(v, 'f', prec, 64)
 	}
+	if cpuOnly {
+		w.WriteString("ts,series,cpu_cores,cpu_cores_max\n")
+	} else {
+		w.WriteString("ts,series,cpu_cores,mem_bytes,cpu_cores_max,mem_bytes_max\n")
+	}
 	for _, r := range rows {
+		if cpuOnly {
+			fmt.Fprintf(w, "%d,%s,%s,%s\n", r.ts, r.series, num(r.cpu, 6), num(r.cpuMax, 6))
+			continue
+		}
 		fmt.Fprintf(w, "%d,%s,%s,%s,%s,%s\n", r.ts, r.series, num(r.cpu, 6), num(r.mem, 0), num(r.cpuMax, 6), num(r.memMax, 0))
 	}
 	if err := w.Flush(); err != nil {
