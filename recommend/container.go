@@ -257,6 +257,7 @@ func (c *container) recommend(p *Policy, now time.Time) (Recommendation, bool) {
 		}
 		e.Explain = t.explain(mode, rp.Objective, pct, value, e.Target, life)
 		t.inForce = e.Target
+		t.held = e.Target > clampRound(rp, raw*widen)*(1+1e-9)
 		switch {
 		case req > 0 && lim > 0:
 			e.Limit = e.Target * lim / req

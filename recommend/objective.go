@@ -25,6 +25,10 @@ type tracker struct {
 	// margin is the objective's extra headroom once ε is at its floor
 	// (usage that keeps growing past its own history): target ×(1+margin).
 	margin float64
+	// held: the target in force is above the estimate, kept by hysteresis.
+	// Too few violations then say nothing about ε (anti-windup: ε would
+	// otherwise creep up while the dead band hides it, then overshoot).
+	held bool
 }
 
 // The controller moves log ε by the log of objective/realised rate per
@@ -37,7 +41,7 @@ const (
 	// without an objective (and for the vpa engine).
 	defaultTrackHalfLife = 72 * time.Hour
 	objectiveResponse    = 24 * time.Hour
-	objectiveRange    = 20.0
+	objectiveRange       = 20.0
 	// marginPace converts the remaining log correction into log margin: a
 	// rate 20× the objective for a day adds about 16 % headroom.
 	marginPace         = 0.05
@@ -102,6 +106,8 @@ func (t *tracker) step(rp *ResourcePolicy, now time.Time) {
 		// correction becomes a margin, at a fraction of the ratio's pace.
 		t.margin = (1+t.margin)*math.Pow(lo/(t.eps*f), marginPace) - 1
 		t.eps = lo
+	case f > 1 && t.held:
+		// keep ε: the estimate is not what is in force
 	case f > 1 && t.margin > 0:
 		// Fewer violations than allowed: give the margin back first.
 		t.margin = max((1+t.margin)*math.Pow(1/f, marginPace)-1, 0)

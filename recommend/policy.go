@@ -93,14 +93,14 @@ type ResourcePolicy struct {
 	// not on the trace's absolute sizes, so it carries across fleets. It
 	// replaces ViolationCost.
 	RelativeViolationCost float64 `json:"relative_violation_cost"`
-	FastPercentile float64 `json:"fast_percentile"`
-	Min            float64 `json:"min"`
-	Max            float64 `json:"max"`
-	Round          float64 `json:"round"`
-	MaxStepUp      float64 `json:"max_step_up"`
-	MaxStepDown    float64 `json:"max_step_down"`
-	UpBand         float64 `json:"up_band"`
-	DownBand       float64 `json:"down_band"`
+	FastPercentile        float64 `json:"fast_percentile"`
+	Min                   float64 `json:"min"`
+	Max                   float64 `json:"max"`
+	Round                 float64 `json:"round"`
+	MaxStepUp             float64 `json:"max_step_up"`
+	MaxStepDown           float64 `json:"max_step_down"`
+	UpBand                float64 `json:"up_band"`
+	DownBand              float64 `json:"down_band"`
 	// LimitRatio: limit = target × LimitRatio when the container's own
 	// limit/request ratio is unknown; 0 means no limit recommendation.
 	LimitRatio float64 `json:"limit_ratio"`
@@ -254,6 +254,9 @@ func SLOPolicy(name string, cpuObjective, memObjective float64) Policy {
 		obj float64
 	}{{&p.CPU, cpuObjective}, {&p.Memory, memObjective}} {
 		x.rp.ViolationCost, x.rp.Objective, x.rp.ObjectiveHalfLife = 0, x.obj, Duration(72*time.Hour)
+		// A narrower dead band than the cost preset's: the tracked
+		// percentile must be able to reach the target in force.
+		x.rp.DownBand, x.rp.UpBand = 0.2, 0.05
 	}
 	return p
 }

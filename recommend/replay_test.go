@@ -45,9 +45,13 @@ func mustPreset(t testing.TB, name string) Policy {
 }
 
 func replayRows(t *testing.T, tr *Trace, workers int) (Summary, []RecRow) {
+	return replayRowsWith(t, tr, workers, DefaultPreset)
+}
+
+func replayRowsWith(t *testing.T, tr *Trace, workers int, preset string) (Summary, []RecRow) {
 	t.Helper()
 	var rows []RecRow
-	s, err := Replay(tr, ReplayOptions{Policy: mustPreset(t, DefaultPreset), Control: mustPreset(t, "vpa"),
+	s, err := Replay(tr, ReplayOptions{Policy: mustPreset(t, preset), Control: mustPreset(t, "vpa"),
 		Warmup: 24 * time.Hour, Workers: workers, Rows: func(r RecRow) error { rows = append(rows, r); return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -56,10 +60,18 @@ func replayRows(t *testing.T, tr *Trace, workers int) (Summary, []RecRow) {
 }
 
 // TestReplayUsesOnlyPastSamples: changing every sample at or after a cut
-// leaves every row at a boundary ≤ the cut unchanged, and changes later ones.
+// leaves every row at a boundary ≤ the cut unchanged, and changes later
+// ones, for every preset (the objective trackers included: they may only
+// count samples against a target already in force).
 func TestReplayUsesOnlyPastSamples(t *testing.T) {
+	for _, preset := range PresetNames() {
+		t.Run(preset, func(t *testing.T) { testOnlyPastSamples(t, preset) })
+	}
+}
+
+func testOnlyPastSamples(t *testing.T, preset string) {
 	tr := syntheticTrace(1, 3, 4)
-	_, before := replayRows(t, tr, 1)
+	_, before := replayRowsWith(t, tr, 1, preset)
 	cut := tr.MinTS + 3*86400 + 1800
 	for _, s := range tr.Series {
 		for i, ts := range s.TS {
@@ -69,7 +81,7 @@ func TestReplayUsesOnlyPastSamples(t *testing.T) {
 			}
 		}
 	}
-	_, after := replayRows(t, tr, 1)
+	_, after := replayRowsWith(t, tr, 1, preset)
 	if len(before) != len(after) {
 		t.Fatalf("%d rows, then %d", len(before), len(after))
 	}
