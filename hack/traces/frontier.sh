@@ -9,13 +9,14 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out=${1:-docs/frontier}
-data=${CGPILOT_SHARED_DATA:-../shared/data}/traces
+data=${CGPILOT_SHARED_DATA:-../shared/data}
 bin=$(mktemp -d)/cgpilotctl
 trap 'rm -rf "$(dirname "$bin")"' EXIT
 go build -o "$bin" ./cmd/cgpilotctl
 mkdir -p "$out"
 for t in bitbrains-2013-07 bitbrains-2013-08 google2019-sample azure2017-sample; do
-  f=$data/$t.csv.gz
+  f=$data/traces/$t.csv.gz
+  [ -f "$f" ] || f=$data/$t/$t.csv.gz
   if [ ! -f "$f" ]; then
     echo "frontier.sh: $f missing (bitbrains: ../shared/data/traces; others: hack/traces/fetch.sh)" >&2
     exit 1
