@@ -134,11 +134,11 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 		panels = append(panels, "memory")
 	}
 	const pw, ph, ml, mt, mb, mr = 460, 330, 60, 46, 52, 16
-	width := len(panels)*(pw+ml+mr) + 10
-	height := ph + mt + mb + 64
+	width := max(len(panels)*(pw+ml+mr)+10, 640)
+	height := ph + mt + mb + 100
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(w, `<text x="10" y="20" font-size="15" font-weight="bold">%s: slack against violations (lower left is better)</text>`+"\n", xmlEscape(trace))
+	fmt.Fprintf(w, `<text x="10" y="20" font-size="15" font-weight="bold">%s: slack against violations (lower left is better; compare at equal violations)</text>`+"\n", xmlEscape(trace))
 	colors := map[string]string{"vpa": "#d62728", recommend.SLOPreset: "#1f77b4", "default": "#2ca02c", "control": "#7f7f7f"}
 	for i, res := range panels {
 		x0 := 10 + i*(pw+ml+mr) + ml
@@ -222,10 +222,7 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 		{"control", "VPA 1.8.1 defaults (p90 + 15 %)"},
 	} {
 		fmt.Fprintf(w, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly-10, colors[l.fam], lx+18, ly, xmlEscape(l.text))
-		lx += 30 + 7*len(l.text)
-		if lx > width-300 {
-			lx, ly = 10+ml, ly+18
-		}
+		ly += 18
 	}
 	fmt.Fprintf(w, `<text x="%d" y="%d" font-size="10" fill="#555">labels: resizes per series per day (target changes over 10 %%)</text>`+"\n", 10+ml, height-6)
 	fmt.Fprintln(w, `</svg>`)
