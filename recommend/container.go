@@ -221,7 +221,7 @@ func (c *container) recommend(p *Policy, now time.Time) (Recommendation, bool) {
 	}
 	life := c.last.Sub(c.first)
 	if c.vpa != nil {
-		a := c.vpa.recommend()
+		a := c.vpa.recommend(&p.VPA)
 		r := Recommendation{Time: now,
 			CPU:    Estimate{Target: float64(a.targetCPU) / 1000, Lower: float64(a.lowerCPU) / 1000, Upper: float64(a.upperCPU) / 1000},
 			Memory: Estimate{Target: float64(a.targetMem), Lower: float64(a.lowerMem), Upper: float64(a.upperMem)},

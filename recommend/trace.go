@@ -67,9 +67,10 @@ func ReadTraceFile(path string) (*Trace, error) {
 //
 // Every malformed row is an error naming the line: a missing column, a
 // non-numeric or non-integer ts, a non-numeric, negative, NaN or infinite
-// usage, an empty series, or a timestamp not after the series' previous one
-// (reported as a duplicate or as unsorted). Nothing is skipped silently;
-// rows of a series need not be contiguous.
+// usage, an empty series, or a timestamp before the series' previous one.
+// Rows of one series with the same timestamp are several instances of it
+// (the pods of one workload, as the agent's history records them). Nothing
+// is skipped silently; rows of a series need not be contiguous.
 func ReadTrace(r io.Reader, name string) (*Trace, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
@@ -157,12 +158,8 @@ func ReadTrace(r io.Reader, name string) (*Trace, error) {
 				tr.Series = append(tr.Series, cur)
 			}
 		}
-		if n := len(cur.TS); n > 0 && ts <= cur.TS[n-1] {
-			what := "unsorted: ts before"
-			if ts == cur.TS[n-1] {
-				what = "duplicate ts: equal to"
-			}
-			return nil, fmt.Errorf("%w: %s:%d: series %q %s the previous sample's %d", ErrTrace, name, line, sname, what, cur.TS[n-1])
+		if n := len(cur.TS); n > 0 && ts < cur.TS[n-1] {
+			return nil, fmt.Errorf("%w: %s:%d: series %q unsorted: ts before the previous sample's %d", ErrTrace, name, line, sname, cur.TS[n-1])
 		}
 		cur.TS = append(cur.TS, ts)
 		cur.CPU = append(cur.CPU, cpu)
