@@ -11,6 +11,10 @@
 #     "Touches" is decided by a heuristic: a string literal starting with /sys
 #     or /proc outside a // comment, or an import of a library that reads them
 #     (opencontainers/cgroups, containerd/cgroups, prometheus/procfs).
+#  5. api/... (the cluster-facing types) imports only the standard library,
+#     k8s.io/apimachinery and api/... itself, and depends (transitively, tests
+#     aside) on no k8s.io/client-go, no k8s.io/api and no other cgpilot
+#     package, so that anything can import it cheaply.
 #
 # Prints every violation and exits 1 if there is any.
 set -euo pipefail
@@ -62,6 +66,22 @@ while IFS= read -r f; do
     violation "$f touches /sys, /proc or cgroupfs but lacks //go:build linux"
   fi
 done < <(find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -not -path './bin/*' -not -path './_output/*' | sed 's:^\./::' | sort)
+
+# ---- 5. the API package
+if [ -d api ]; then
+  while IFS='|' read -r pkg imports; do
+    for imp in ${imports//,/ }; do
+      case $imp in
+        k8s.io/apimachinery/* | "$mod"/api/*) ;;
+        *.*/*) violation "$pkg imports $imp: api/ may import only the standard library and k8s.io/apimachinery" ;;
+      esac
+    done
+  done < <(go list -e -f '{{.ImportPath}}|{{join .Imports ","}}' ./api/...)
+  while IFS= read -r dep; do
+    [ -n "$dep" ] || continue
+    violation "api/ must not depend on $dep (the API types must stay importable without client-go)"
+  done < <(go list -e -deps ./api/... | grep -E "^k8s\.io/(client-go|api)(/|$)|^$mod/" | grep -vE "^$mod/api(/|$)" || true)
+fi
 
 [ "$fail" = 0 ] && echo "check-imports: ok"
 exit "$fail"
