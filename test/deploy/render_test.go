@@ -161,14 +161,14 @@ func TestDaemonSetContract(t *testing.T) {
 		host[v.HostPath.Path] = mount{m.MountPath, m.ReadOnly, m.RecursiveReadOnly != nil && *m.RecursiveReadOnly == corev1.RecursiveReadOnlyIfPossible}
 	}
 	want := map[string]mount{
-		"/sys/fs/cgroup":                      {"/sys/fs/cgroup", true, true},
-		"/sys/fs/cgroup/cpu,cpuacct/kubepods": {"/sys/fs/cgroup/cpu,cpuacct/kubepods", false, false},
-		"/sys/fs/cgroup/cpuset/kubepods":      {"/sys/fs/cgroup/cpuset/kubepods", false, false},
-		"/sys/fs/cgroup/memory/kubepods":      {"/sys/fs/cgroup/memory/kubepods", false, false},
-		"/proc/interrupts":                    {AgentFlags["--path.interrupts"], true, false},
-		"/var/lib/kubelet/pod-resources":      {filepath.Dir(AgentFlags["--kubelet-pod-resources"]), true, false},
-		"/var/lib/cgpilot":                    {"/var/lib/cgpilot", false, false},
-		"/run/cgpilot":                        {filepath.Dir(AgentFlags["--socket"]), false, false},
+		"/sys/fs/cgroup":                 {"/sys/fs/cgroup", true, true},
+		"/sys/fs/cgroup/cpu/kubepods":    {"/sys/fs/cgroup/cpu/kubepods", false, false},
+		"/sys/fs/cgroup/cpuset/kubepods": {"/sys/fs/cgroup/cpuset/kubepods", false, false},
+		"/sys/fs/cgroup/memory/kubepods": {"/sys/fs/cgroup/memory/kubepods", false, false},
+		"/proc/interrupts":               {AgentFlags["--path.interrupts"], true, false},
+		"/var/lib/kubelet/pod-resources": {filepath.Dir(AgentFlags["--kubelet-pod-resources"]), true, false},
+		"/var/lib/cgpilot":               {"/var/lib/cgpilot", false, false},
+		"/run/cgpilot":                   {filepath.Dir(AgentFlags["--socket"]), false, false},
 	}
 	for p, w := range want {
 		if host[p] != w {
@@ -342,7 +342,7 @@ var layouts = []struct {
 		"cgroup": map[string]any{"writablePaths": []string{"kubepods.slice"}, "parent": "/kubepods.slice"}}},
 	{"cgroup-v1-systemd+metrics", []string{ComponentCgroupV1Systemd, ComponentMetrics}, map[string]any{"createNamespace": true,
 		"metrics": map[string]any{"enabled": true, "podMonitor": map[string]any{"enabled": true}},
-		"cgroup":  map[string]any{"writablePaths": []string{"cpu,cpuacct/kubepods.slice", "cpuset/kubepods.slice", "memory/kubepods.slice"}, "parent": "/kubepods.slice"}}},
+		"cgroup":  map[string]any{"writablePaths": []string{"cpu/kubepods.slice", "cpuset/kubepods.slice", "memory/kubepods.slice"}, "parent": "/kubepods.slice"}}},
 }
 
 func helmBinary(t testing.TB) string {

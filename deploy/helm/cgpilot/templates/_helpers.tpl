@@ -19,7 +19,7 @@ app.kubernetes.io/part-of: cgpilot
 {{- toYaml $c -}}
 {{- end -}}
 
-{{/* A volume name for a path below /sys/fs/cgroup: cpu,cpuacct/kubepods -> cgroup-cpu-cpuacct-kubepods. */}}
+{{/* A volume name for a path below /sys/fs/cgroup: cpu/kubepods -> cgroup-cpu-kubepods, kubepods.slice -> cgroup-kubepods-slice. */}}
 {{- define "cgpilot.cgroupVolume" -}}
 {{- printf "cgroup-%s" (regexReplaceAll "[^a-z0-9]+" (lower .) "-" | trimAll "-") | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
