@@ -27,7 +27,7 @@ import (
 )
 
 // TestDemoUpAndDown runs `make demo` end to end (the agent as the real
-// DaemonSet of deploy/ on a real kubelet + containerd), checks what it
+// DaemonSet of deploy/kustomize on a real kubelet + containerd), checks what it
 // printed and observed against the cgroup files and the API server, then
 // runs `make demo-down` and checks that nothing is left on the host.
 func TestDemoUpAndDown(t *testing.T) {
@@ -178,8 +178,8 @@ func TestDemoUpAndDown(t *testing.T) {
 	}
 
 	// The agent runs unprivileged with no capabilities under the runtime's
-	// seccomp filter, and still sees the machine's topology (host procfs at
-	// /host/proc, where /proc/interrupts is not masked).
+	// seccomp filter, and still sees the machine's topology (sysfs; the IRQs
+	// from the host's /proc/interrupts, mounted as one file).
 	agentPID := podProcess(t, string(pods.Items[0].UID), "/bin/cgpilot-agent")
 	status := readFile(t, fmt.Sprintf("/proc/%d/status", agentPID))
 	for _, want := range []string{"CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
@@ -199,18 +199,12 @@ func TestDemoUpAndDown(t *testing.T) {
 		t.Errorf("agent topology source %q (%v): want discovery from sysfs/procfs, not the lowest-id fallback", pools.TopologySource, err)
 	}
 
-	// deploy/ is what `kubectl apply -f deploy/` accepts as it is (server-side
+	// deploy/kustomize is what `kubectl apply -k` accepts as it is (server-side
 	// dry run: validation and admission, nothing changed).
-	if b, err := exec.Command(filepath.Join(bins, "kubectl"), "--kubeconfig", res.Kubeconfig, "apply", "--dry-run=server", "-f", filepath.Join(root, "deploy")).CombinedOutput(); err != nil {
-		t.Errorf("kubectl apply --dry-run=server -f deploy/: %v\n%s", err, b)
+	if b, err := exec.Command(filepath.Join(bins, "kubectl"), "--kubeconfig", res.Kubeconfig, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-k", filepath.Join(root, "deploy", "kustomize")).CombinedOutput(); err != nil {
+		t.Errorf("kubectl apply --dry-run=server -k deploy/kustomize: %v\n%s", err, b)
 	} else {
-		var kept []string // drop the warnings about objects the demo created without apply
-		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			if !strings.HasPrefix(l, "Warning:") {
-				kept = append(kept, l)
-			}
-		}
-		t.Logf("kubectl apply --dry-run=server -f deploy/:\n%s", strings.Join(kept, "\n"))
+		t.Logf("kubectl apply --server-side --dry-run=server -k deploy/kustomize:\n%s", strings.TrimSpace(string(b)))
 	}
 
 	st, err := harness.LoadState(dir)
