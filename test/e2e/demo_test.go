@@ -187,6 +187,7 @@ func TestDemoUpAndDown(t *testing.T) {
 			t.Errorf("agent process %d: /proc/%d/status lacks %q", agentPID, agentPID, want)
 		}
 	}
+	checkAgentMounts(t, agentPID)
 	sock := filepath.Join(dir, "agent", "run", "agent.sock")
 	js, err := exec.Command(res.Cgpilotctl, "pools", "--socket", sock, "-o", "json").Output()
 	if err != nil {
@@ -235,6 +236,53 @@ func TestDemoUpAndDown(t *testing.T) {
 	if err := demo.Down(dir, &downOut); err != nil || !strings.Contains(downOut.String(), "nothing to stop") {
 		t.Errorf("second demo down: %v, %q", err, downOut.String())
 	}
+}
+
+// checkAgentMounts: the agent works (the demo pinned and widened through
+// these mounts) with the host cgroupfs read-only and only the kubepods trees
+// it writes read-write, /proc/interrupts as its only piece of the host's
+// /proc, and only the kubelet's pod-resources directory of /var/lib/kubelet
+// (issue 11). Whether the v1 hierarchies below /sys/fs/cgroup are read-only
+// too depends on the runtime's recursiveReadOnly support: logged.
+func checkAgentMounts(t *testing.T, pid int) {
+	t.Helper()
+	mounts := map[string]string{} // mount point -> "ro" or "rw"
+	var order []string
+	for _, l := range strings.Split(readFile(t, fmt.Sprintf("/proc/%d/mountinfo", pid)), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 6 {
+			continue
+		}
+		mode := "rw"
+		if strings.HasPrefix(f[5], "ro") {
+			mode = "ro"
+		}
+		mounts[f[4]] = mode // a later mount on the same point hides an earlier one
+		order = append(order, f[4])
+	}
+	for point, want := range map[string]string{
+		"/sys/fs/cgroup":                 "ro",
+		"/sys/fs/cgroup/cpu/kubepods":    "rw",
+		"/sys/fs/cgroup/cpuset/kubepods": "rw",
+		"/sys/fs/cgroup/memory/kubepods": "rw",
+		"/host/proc/interrupts":          "ro",
+		"/var/lib/kubelet/pod-resources": "ro",
+	} {
+		if mounts[point] != want {
+			t.Errorf("agent mount %s: %q, want %s", point, mounts[point], want)
+		}
+	}
+	var below []string
+	for _, p := range order {
+		if p == "/var/lib/kubelet" || p == "/host/proc" || (strings.HasPrefix(p, "/host/proc/") && p != "/host/proc/interrupts") ||
+			(strings.HasPrefix(p, "/var/lib/kubelet/") && p != "/var/lib/kubelet/pod-resources") {
+			t.Errorf("agent mount %s: more of the host than the manifests give it", p)
+		}
+		if strings.HasPrefix(p, "/sys/fs/cgroup/") && !strings.HasSuffix(p, "/kubepods") {
+			below = append(below, p+" "+mounts[p])
+		}
+	}
+	t.Logf("agent's host hierarchies below the read-only /sys/fs/cgroup (rw unless the runtime supports recursiveReadOnly): %s", strings.Join(below, ", "))
 }
 
 // podProcess finds the process running program in the pod with uid, by
