@@ -124,19 +124,7 @@ func sortBy(m map[string]any, field, key string) {
 // Empty when they are equal.
 func Diff(aName string, a map[string]map[string]any, bName string, b map[string]map[string]any) string {
 	var lines []string
-	keys := map[string]bool{}
-	for k := range a {
-		keys[k] = true
-	}
-	for k := range b {
-		keys[k] = true
-	}
-	sorted := make([]string, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
-	for _, k := range sorted {
+	for _, k := range unionKeys(a, b) {
 		x, inA := a[k]
 		y, inB := b[k]
 		switch {
@@ -160,19 +148,7 @@ func firstDiff(a, b any, path string) string {
 	am, aok := a.(map[string]any)
 	bm, bok := b.(map[string]any)
 	if aok && bok {
-		keys := map[string]bool{}
-		for k := range am {
-			keys[k] = true
-		}
-		for k := range bm {
-			keys[k] = true
-		}
-		sorted := make([]string, 0, len(keys))
-		for k := range keys {
-			sorted = append(sorted, k)
-		}
-		sort.Strings(sorted)
-		for _, k := range sorted {
+		for _, k := range unionKeys(am, bm) {
 			if d := firstDiff(am[k], bm[k], path+"."+k); d != "" {
 				return d
 			}
@@ -188,6 +164,22 @@ func firstDiff(a, b any, path string) string {
 		}
 	}
 	return fmt.Sprintf("%s: %s vs %s", strings.TrimPrefix(path, "."), brief(a), brief(b))
+}
+
+// unionKeys returns the keys of a and b, sorted.
+func unionKeys[V any](a, b map[string]V) []string {
+	seen := map[string]bool{}
+	var keys []string
+	for _, m := range []map[string]V{a, b} {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func brief(v any) string {
