@@ -10,7 +10,7 @@ CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cgpilot
 # Test packages per tier. A pattern whose directory holds no Go files yet is
 # skipped, so the targets work while the packages are being written.
 V2_PKGS ?= ./test/v2/... ./cgroup/... ./test/cgtest/... ./agent/...
-E2E_PKGS ?= ./test/e2e/... ./test/harness/... ./test/deploy/... ./api/... ./agent/...
+E2E_PKGS ?= ./test/e2e/... ./test/harness/... ./test/deploy/... ./api/...
 # make test-v2 PKG=./cgroup/... runs just that in the VM.
 PKG ?=
 # Extra go test flags, e.g. TESTFLAGS='-run TestX -v'.
@@ -88,8 +88,8 @@ test-v2:
 	echo "test/v2vm/run.sh $$pkgs $(TESTFLAGS)"; \
 	test/v2vm/run.sh $$pkgs $(TESTFLAGS)
 
-# The agent's e2e tests drive real kubelet-style cgroups too, so they also need
-# the kernel tier (root); without it they skip and say so.
+# The agent's e2e tests (test/e2e/agent_*) drive real kubelet-style cgroups
+# too, so they also need the kernel tier (root); without it they skip and say so.
 test-e2e:
 	@pkgs="$(call present,$(E2E_PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-e2e: none of $(E2E_PKGS) exist on this branch: nothing to run"; exit 0; fi; \

@@ -8,6 +8,8 @@ import (
 	"os"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cgpilot/cgpilot/internal/cpulist"
 )
 
 // ErrKubeletState is wrapped when the kubelet's cpu_manager_state cannot be
@@ -58,7 +60,7 @@ func parseKubeletState(path string, b []byte) (kubeletStatic, error) {
 	taken := cpuset.New()
 	for uid, containers := range f.Entries {
 		for name, list := range containers {
-			set, err := ParseCPUList(list)
+			set, err := cpulist.Parse(list)
 			if err != nil {
 				return kubeletStatic{Taken: cpuset.New(), Pods: map[string]bool{}}, fmt.Errorf("%w: %s: pod %s container %s: %v", ErrKubeletState, path, uid, name, err)
 			}

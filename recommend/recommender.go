@@ -31,15 +31,20 @@ type OOMEvent struct {
 }
 
 // Estimate is a recommendation for one resource, in cores or bytes. Limit is
-// 0 when the policy recommends none.
+// 0 when the policy recommends none. Explain says where Target came from.
 type Estimate struct {
-	Target, Lower, Upper, Limit float64
+	Target  float64     `json:"target"`
+	Lower   float64     `json:"lower"`
+	Upper   float64     `json:"upper"`
+	Limit   float64     `json:"limit,omitempty"`
+	Explain Explanation `json:"explain"`
 }
 
 // Recommendation is what a container should get at Time.
 type Recommendation struct {
-	Time        time.Time
-	CPU, Memory Estimate
+	Time   time.Time `json:"time"`
+	CPU    Estimate  `json:"cpu"`
+	Memory Estimate  `json:"memory"`
 }
 
 // Recommender keeps per-container state under one policy. It is safe for
