@@ -70,7 +70,7 @@ done
 
 # ---- the wire contracts
 deps_rule api/local "api/local/..." "^k8s\.io/|^$mod/" "$cpuset|$internal"
-deps_rule api/v1alpha1 "api/v1alpha1/..." "^k8s\.io/client-go|^$mod/" "$internal"
+deps_rule api/v1alpha1 "api/v1alpha1/..." "^k8s\.io/(client-go|api)(/|$)|^$mod/" "$internal"
 
 # ---- agent's rooms
 deps_rule agent/pools "agent/pools" "^k8s\.io/|^$mod/(agent|cmd|aggregator|recommend)(/|$)" "$cpuset|^$mod/agent/pools$"
