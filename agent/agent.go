@@ -108,6 +108,9 @@ func New(ctx context.Context, cfg Config, cs kubernetes.Interface, log logr.Logg
 	if topo != nil {
 		c.numaNodes = topo.Counts().NUMANodes
 	}
+	if cfg.KubeletPodResources != "" {
+		c.podres = &podResources{socket: cfg.KubeletPodResources}
+	}
 	c.factory, c.informer = factory, inf
 	if err := c.addHandlers(inf); err != nil {
 		return nil, err
@@ -119,7 +122,7 @@ func New(ctx context.Context, cfg Config, cs kubernetes.Interface, log logr.Logg
 // the machine topology (nil when discovery failed or does not describe the
 // configured CPUs: the pools then allocate on a flat machine, and say so).
 func discoverCPUs(cfg Config, log logr.Logger) (cpuset.CPUSet, string, *topology.Topology, error) {
-	topo, warns, terr := topology.Discover(cfg.SysRoot, cfg.ProcRoot)
+	topo, warns, terr := topology.DiscoverWith(topology.Roots{Sys: cfg.SysRoot, Proc: cfg.ProcRoot, Interrupts: cfg.InterruptsPath})
 	for _, w := range warns {
 		log.Info("topology degraded", "warning", w.String())
 	}
@@ -190,11 +193,22 @@ func (c *controller) run(ctx context.Context) error {
 	})
 	health.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
 	hs := &http.Server{Addr: c.cfg.HealthAddr, Handler: health, ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	if c.cfg.HealthAddr != "" {
 		go func() {
 			if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("health endpoint %s: %w", c.cfg.HealthAddr, err)
+			}
+		}()
+	}
+	var ms *http.Server
+	if c.cfg.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
+		ms = &http.Server{Addr: c.cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+		go func() {
+			if err := ms.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics endpoint %s: %w", c.cfg.MetricsAddr, err)
 			}
 		}()
 	}
@@ -215,6 +229,12 @@ func (c *controller) run(ctx context.Context) error {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		hs.Shutdown(sctx)
+		if ms != nil {
+			ms.Shutdown(sctx)
+		}
+		if c.podres != nil {
+			c.podres.close()
+		}
 		if api != nil {
 			api.Shutdown(sctx)
 			os.Remove(c.cfg.SocketPath)
@@ -225,7 +245,7 @@ func (c *controller) run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
 		return fmt.Errorf("pod informer did not sync: %w", ctx.Err())
 	}
-	c.refreshKubeletState()
+	c.refreshKubeletState(ctx)
 	if err := c.restore(); err != nil {
 		return err
 	}
@@ -240,7 +260,7 @@ func (c *controller) run(ctx context.Context) error {
 	go c.runStatusWorker(ctx)
 	defer c.statusQ.ShutDown()
 	c.enqueueAll()
-	c.sweep()
+	c.sweep(ctx)
 	ready.Store(true)
 	st := c.pools.State()
 	c.log.Info("agent ready", "node", c.cfg.NodeName, "cpus", st.All().String(), "reserved", st.Reserved().String(), "sharedPool", st.SharedPool().String())
@@ -254,7 +274,7 @@ func (c *controller) run(ctx context.Context) error {
 		case err := <-errc:
 			return err
 		case <-t.C:
-			c.sweep()
+			c.sweep(ctx)
 		}
 	}
 }

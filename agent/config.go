@@ -57,6 +57,16 @@ type Config struct {
 	NodeName     string        `json:"-"`
 	Kubeconfig   string        `json:"-"`
 	HealthAddr   string        `json:"-"` // 127.0.0.1:port for /healthz, /readyz, /metrics
+	// MetricsAddr, when set, serves /metrics alone on an address a
+	// cluster Prometheus can reach (the pod IP under hostNetwork).
+	MetricsAddr string `json:"-"`
+	// InterruptsPath is the host's /proc/interrupts when it is not under
+	// ProcRoot (an unprivileged container sees a masked copy there).
+	InterruptsPath string `json:"-"`
+	// KubeletPodResources is the kubelet's PodResources socket: when set,
+	// the kubelet's exclusive CPUs come from it instead of
+	// KubeletCPUManagerState.
+	KubeletPodResources string `json:"-"`
 	SocketPath   string        `json:"-"` // local API, mode 0600
 	SysRoot      string        `json:"-"` // for topology discovery
 	ProcRoot     string        `json:"-"`
@@ -128,6 +138,11 @@ func (c Config) Validate() error {
 	} {
 		if !filepath.IsAbs(f.v) {
 			return bad(f.name, f.v, "want an absolute path")
+		}
+	}
+	for _, f := range []struct{ name, v string }{{"--path.interrupts", c.InterruptsPath}, {"--kubelet-pod-resources", c.KubeletPodResources}} {
+		if f.v != "" && !filepath.IsAbs(f.v) {
+			return bad(f.name, f.v, "want an absolute path or empty")
 		}
 	}
 	if c.KubeletCPUManagerState != "" && !filepath.IsAbs(c.KubeletCPUManagerState) {

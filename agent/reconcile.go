@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"sort"
 	"sync"
@@ -54,7 +55,8 @@ type controller struct {
 	pending map[string]pendingStatus // key -> latest status annotation to write
 	known   map[string]*knownPod     // key -> last seen identity (for deletes)
 	kubelet kubeletStatic
-	node    string // last node annotations written (JSON of both)
+	podres  *podResources // nil: the kubelet's view comes from its checkpoint file
+	node    string        // last node annotations written (JSON of both)
 }
 
 type knownPod struct {
@@ -402,21 +404,27 @@ func (c *controller) allPods() []pools.Pod {
 // podInfo is poolPod with the kubelet's static view of the pod.
 func (c *controller) podInfo(p *corev1.Pod) pools.Pod {
 	c.mu.Lock()
-	static := c.kubelet.Pods[string(p.UID)]
+	static := c.kubelet.holds(string(p.UID), keyOf(p.Namespace, p.Name))
 	c.mu.Unlock()
 	return c.poolPod(p, static)
 }
 
-// refreshKubeletState re-reads cpu_manager_state; on a change it updates the
-// taken set and requeues every pod.
-func (c *controller) refreshKubeletState() {
-	ks, err := readKubeletState(c.cfg.KubeletCPUManagerState)
+// refreshKubeletState re-reads the kubelet's CPU manager view; on a change
+// it updates the taken set and requeues every pod.
+func (c *controller) refreshKubeletState(ctx context.Context) {
+	var ks kubeletStatic
+	var err error
+	if c.podres != nil {
+		ks, err = c.podres.read(ctx)
+	} else {
+		ks, err = readKubeletState(c.cfg.KubeletCPUManagerState)
+	}
 	if err != nil {
 		c.log.Error(err, "keeping the last good kubelet CPU manager view")
 		return
 	}
 	c.mu.Lock()
-	podsChanged := len(ks.Pods) != len(c.kubelet.Pods)
+	podsChanged := !maps.Equal(ks.Pods, c.kubelet.Pods)
 	c.kubelet = ks
 	c.mu.Unlock()
 	if c.pools.SetKubeletTaken(ks.Taken) || podsChanged {
@@ -425,8 +433,8 @@ func (c *controller) refreshKubeletState() {
 }
 
 // sweep re-applies every pod's target (missed cgroup creations, drift).
-func (c *controller) sweep() {
-	c.refreshKubeletState()
+func (c *controller) sweep(ctx context.Context) {
+	c.refreshKubeletState(ctx)
 	res := c.pools.Sweep(c.allPods())
 	c.metrics.observe(c.pools.State(), res, time.Time{}, false)
 	c.emitDrift(res)
