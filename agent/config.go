@@ -54,9 +54,9 @@ type Config struct {
 	CPUs string `json:"cpus,omitempty"`
 
 	// Set by flags and the environment, not by the file.
-	NodeName     string        `json:"-"`
-	Kubeconfig   string        `json:"-"`
-	HealthAddr   string        `json:"-"` // 127.0.0.1:port for /healthz, /readyz, /metrics
+	NodeName   string `json:"-"`
+	Kubeconfig string `json:"-"`
+	HealthAddr string `json:"-"` // 127.0.0.1:port for /healthz, /readyz, /metrics
 	// MetricsAddr, when set, serves /metrics alone on an address a
 	// cluster Prometheus can reach (the pod IP under hostNetwork).
 	MetricsAddr string `json:"-"`
@@ -66,12 +66,12 @@ type Config struct {
 	// KubeletPodResources is the kubelet's PodResources socket: when set,
 	// the kubelet's exclusive CPUs come from it instead of
 	// KubeletCPUManagerState.
-	KubeletPodResources string `json:"-"`
-	SocketPath   string        `json:"-"` // local API, mode 0600
-	SysRoot      string        `json:"-"` // for topology discovery
-	ProcRoot     string        `json:"-"`
-	WorkerCount  int           `json:"-"`
-	ResyncPeriod time.Duration `json:"-"`
+	KubeletPodResources string        `json:"-"`
+	SocketPath          string        `json:"-"` // local API, mode 0600
+	SysRoot             string        `json:"-"` // for topology discovery
+	ProcRoot            string        `json:"-"`
+	WorkerCount         int           `json:"-"`
+	ResyncPeriod        time.Duration `json:"-"`
 }
 
 // DefaultConfig returns the production defaults.
