@@ -59,7 +59,7 @@ type Recommender struct {
 	// (guarded by mu like the histograms that use it).
 	decay *decayMemo
 	// withOverrides memoises RecommendWith's policies (guarded by mu).
-	withOverrides map[overridesKey]*Policy
+	withOverrides map[OverridesKey]*Policy
 }
 
 // New returns a Recommender for a validated copy of p.
@@ -232,7 +232,7 @@ func (r *Recommender) RecommendWith(id string, now time.Time, o Overrides) (Reco
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := &r.policy
-	if o.key() != (overridesKey{}) {
+	if o.Key() != (OverridesKey{}) {
 		q, err := r.overridden(o)
 		if err != nil {
 			return Recommendation{}, false, err
@@ -250,7 +250,7 @@ func (r *Recommender) RecommendWith(id string, now time.Time, o Overrides) (Reco
 // overridden returns the policy with o applied, memoised: a node has a few
 // policies and asks for the same ones every step. r.mu must be held.
 func (r *Recommender) overridden(o Overrides) (*Policy, error) {
-	k := o.key()
+	k := o.Key()
 	if q, ok := r.withOverrides[k]; ok {
 		return q, nil
 	}
@@ -259,24 +259,26 @@ func (r *Recommender) overridden(o Overrides) (*Policy, error) {
 		return nil, err
 	}
 	if r.withOverrides == nil || len(r.withOverrides) > 64 {
-		r.withOverrides = map[overridesKey]*Policy{}
+		r.withOverrides = map[OverridesKey]*Policy{}
 	}
 	r.withOverrides[k] = &q
 	return &q, nil
 }
 
-// overridesKey is Overrides by value (Overrides holds pointers).
-type overridesKey [10]struct {
-	set bool
-	v   float64
+// OverridesKey is Overrides by value (Overrides holds pointers), for
+// maps and comparisons.
+type OverridesKey [10]struct {
+	Set bool
+	V   float64
 }
 
-func (o Overrides) key() overridesKey {
-	var k overridesKey
+// Key returns o by value.
+func (o Overrides) Key() OverridesKey {
+	var k OverridesKey
 	for i, p := range []*float64{o.CPU.TargetSaturation, o.CPU.Percentile, o.CPU.Objective, o.CPU.MinAllowed, o.CPU.MaxAllowed,
 		o.Memory.TargetSaturation, o.Memory.Percentile, o.Memory.Objective, o.Memory.MinAllowed, o.Memory.MaxAllowed} {
 		if p != nil {
-			k[i].set, k[i].v = true, *p
+			k[i].Set, k[i].V = true, *p
 		}
 	}
 	return k
