@@ -12,9 +12,9 @@
 #   api/v1alpha1        the cluster API types: k8s.io/apimachinery only
 #   agent/pools         the CPU pools: no client-go, no k8s.io/* but cpuset;
 #                       cgroup, topology, api/local, internal/*
-#   agent/rightsize,    reserved for right-sizing: the same walls as
-#   agent/collector     agent/pools (decisions and sampling know no
-#                       client-go); recommend and oomwatch allowed
+#   agent/rightsize,    right-sizing: the same walls as agent/pools
+#   agent/collector,    (decisions, sampling and history know no
+#   agent/history       client-go); recommend and oomwatch allowed
 #   agent/oomwatch      no k8s.io/*; cgroup and internal/* only
 #   agent               wires everything; only cmd/* and test/* import it,
 #                       and no sub-package of agent imports agent itself
@@ -74,7 +74,7 @@ deps_rule api/v1alpha1 "api/v1alpha1/..." "^k8s\.io/(client-go|api)(/|$)|^$mod/"
 
 # ---- agent's rooms
 deps_rule agent/pools "agent/pools" "^k8s\.io/|^$mod/(agent|cmd|aggregator|recommend)(/|$)" "$cpuset|^$mod/agent/pools$"
-for room in rightsize collector; do
+for room in rightsize collector history; do
   deps_rule "agent/$room" "agent/$room/..." "^k8s\.io/|^$mod/(agent|cmd|aggregator)$|^$mod/(cmd|aggregator)/|^$mod/agent/(pools)(/|$)" "$cpuset|^$mod/agent/$room(/|$)|^$mod/agent/oomwatch$"
 done
 deps_rule agent/oomwatch "agent/oomwatch/..." "^k8s\.io/|^$mod/(agent|cmd|api|aggregator|topology|recommend)(/|$)" "$cpuset"
