@@ -315,3 +315,14 @@ func WeightFormulaFor(runtime, version string) (WeightFormula, error) {
 	}
 	return WeightLinear, nil
 }
+
+// KubeletShares is the cpu.shares the kubelet derives from a CPU request in
+// millicores: request × 1024 / 1000, at least MinShares, at most MaxShares
+// (on v2 it becomes cpu.weight through the Writer's WeightFormula).
+func KubeletShares(milliCPU int64) uint64 {
+	if milliCPU <= 0 {
+		return MinShares
+	}
+	s := uint64(milliCPU) * 1024 / 1000
+	return min(max(s, MinShares), MaxShares)
+}

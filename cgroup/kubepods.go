@@ -387,3 +387,88 @@ func (k *Kubepods) podPlans(p PodCPUs, pd Dirs) ([]Plan, error) {
 	}
 	return []Plan{one}, nil
 }
+
+// PodResources are the CPU and memory values of a pod and its containers,
+// as the kubelet derives them from requests and limits (KubeletShares,
+// KubeletQuota, byte limits). A nil field is left as it is.
+type PodResources struct {
+	UID        string
+	Path       string
+	Pod        Resources
+	Containers map[string]Resources // by child cgroup path
+}
+
+// ApplyPodResources writes a pod's CPU and memory values in leveled order
+// (a growing limit widens the pod before its containers, a shrinking one
+// narrows the containers first; a memory limit never goes below usage ×
+// (1 + margin)). It is how the agent changes requests and limits where the
+// cluster has no pods/resize, and how an OOM-killed container gets memory
+// at once. A pod not created yet in every hierarchy gives ErrNotReady.
+func (k *Kubepods) ApplyPodResources(p PodResources) ([]Written, error) {
+	pd, err := k.layout.DirsAt(p.Path)
+	if err != nil {
+		return nil, err
+	}
+	if !isDir(pd.CPU) || !isDir(pd.Memory) {
+		return nil, fmt.Errorf("%w: pod %s: %s", ErrNotReady, p.UID, p.Path)
+	}
+	plan := Plan{Pod: Target{Name: p.Path, Dirs: pd, Set: p.Pod}}
+	paths := make([]string, 0, len(p.Containers))
+	for c := range p.Containers {
+		paths = append(paths, c)
+	}
+	slices.Sort(paths)
+	for _, c := range paths {
+		cd, err := k.layout.DirsAt(c)
+		if err != nil {
+			return nil, err
+		}
+		plan.Containers = append(plan.Containers, Target{Name: c, Dirs: cd, Set: p.Containers[c]})
+	}
+	recs, err := k.writer.Apply(plan)
+	var written []Written
+	for _, r := range recs {
+		if !r.Rollback && !r.DryRun {
+			written = append(written, Written{Cgroup: cgroupOf(plan, r.Path), File: r.Path})
+		}
+	}
+	if err != nil {
+		return written, fmt.Errorf("pod %s: %w", p.UID, err)
+	}
+	return written, nil
+}
+
+// Current are the CPU and memory values a cgroup holds now.
+type Current struct {
+	Shares      uint64 // cpu.shares, or cpu.weight on v2
+	Quota       Quota
+	MemoryLimit int64 // -1 unlimited
+}
+
+// ReadCurrent reads what p's cgroup holds now (to check that the kubelet
+// applied a resize, or to find drift).
+func (k *Kubepods) ReadCurrent(p string) (Current, error) {
+	d, err := k.layout.DirsAt(p)
+	if err != nil {
+		return Current{}, err
+	}
+	var c Current
+	file := "cpu.shares"
+	if d.Unified {
+		file = "cpu.weight"
+	}
+	s, err := readFile(d.CPU, file)
+	if err != nil {
+		return Current{}, err
+	}
+	if c.Shares, err = parseUint([]byte(s)); err != nil {
+		return Current{}, wrapParse(path.Join(d.CPU, file), []byte(s), err)
+	}
+	if c.Quota, err = readQuota(d); err != nil {
+		return Current{}, err
+	}
+	if c.MemoryLimit, err = readMemoryLimit(d); err != nil {
+		return Current{}, err
+	}
+	return c, nil
+}

@@ -5,8 +5,10 @@ package cgroup_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,11 +27,7 @@ import (
 func openKubepods(t *testing.T, driver string) (*cgtest.KubeletTree, *cgroup.Kubepods) {
 	tier.Kernel(t)
 	k := cgtest.NewKubeletTree(t, driver)
-	m, err := cgroup.ReadMounts("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := cgroup.OpenKubepods(m, cgroup.KubepodsConfig{Root: "/sys/fs/cgroup", Layout: cgroup.LayoutConfig{KubepodsPath: k.Kubepods}})
+	kp, err := cgroup.OpenKubepods(sandboxMounts(k.SB), cgroup.KubepodsConfig{Root: "/sys/fs/cgroup", Layout: cgroup.LayoutConfig{KubepodsPath: "/" + k.KubepodsName}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +42,7 @@ func TestKernelApplyPodRetriesOnRace(t *testing.T) {
 	all := k.CPUs
 	one := cpuset.New(all.List()[1])
 	rel, pids := k.Pod("race", "Burstable", "a", "b")
-	podPath := path.Join(k.Kubepods, "burstable", "podrace")
+	podPath := path.Join("/", k.KubepodsName, "burstable", "podrace")
 	for _, tc := range []struct {
 		name       string
 		containers []string
@@ -119,7 +117,7 @@ func TestKernelWatch(t *testing.T) {
 			k.SB.Mkdir(podRel + "/ctr")
 			next(cgroup.ContainerCreated, "u-late")
 			// The cached listing is dropped before the handler runs.
-			kids, err := kp.KnownChildren(k.Rel(podRel))
+			kids, err := kp.KnownChildren("/" + podRel)
 			if err != nil || len(kids) != 1 || path.Base(kids[0]) != "ctr" {
 				t.Fatalf("listing after the event: %v, %v", kids, err)
 			}
@@ -163,9 +161,89 @@ func TestKernelV2ControllersRequired(t *testing.T) {
 // through.
 func TestKernelKubepodsRefusesOtherRoot(t *testing.T) {
 	k, _ := openKubepods(t, "cgroupfs")
-	m, _ := cgroup.ReadMounts("/proc")
-	_, err := cgroup.OpenKubepods(m, cgroup.KubepodsConfig{Root: "/elsewhere", Layout: cgroup.LayoutConfig{KubepodsPath: k.Kubepods}})
+	_, err := cgroup.OpenKubepods(sandboxMounts(k.SB), cgroup.KubepodsConfig{Root: "/elsewhere", Layout: cgroup.LayoutConfig{KubepodsPath: "/" + k.KubepodsName}})
 	if !errors.Is(err, cgroup.ErrLayout) || !strings.Contains(err.Error(), "/elsewhere") {
 		t.Fatalf("err = %v, want ErrLayout naming the root", err)
 	}
+}
+
+// TestKernelApplyPodResources: a container's memory limit raised while its
+// task holds memory close to it (the OOM bump: pod before container), then
+// CPU shares, quota and memory moved down (containers before the pod), read
+// back through ReadCurrent; a limit below usage is refused and changes
+// nothing.
+func TestKernelApplyPodResources(t *testing.T) {
+	k, kp := openKubepods(t, "cgroupfs")
+	rel, _ := k.Pod("res", "Burstable", "app")
+	podPath := path.Join("/", k.KubepodsName, "burstable", "podres")
+	ctr := podPath + "/app"
+	mem := func(rel string, v int64) {
+		file := "memory.limit_in_bytes"
+		if k.SB.Unified {
+			file = "memory.max"
+		}
+		if err := os.WriteFile(filepath.Join(k.SB.Path(k.MemoryKey, rel), file), []byte(strconv.FormatInt(v, 10)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mem(rel, 256<<20)
+	mem(rel+"/app", 128<<20)
+	hog := k.SB.Start(rel+"/app", cgtest.Hog, 96)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := kp.ReadCurrent(ctr); err == nil && c.MemoryLimit > 0 {
+			if u := usageOf(t, k, rel+"/app"); u >= 90<<20 {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	up := func(v int64) *int64 { return &v }
+	// Raise: the container to 200 MiB needs the pod at 328 MiB first.
+	if _, err := kp.ApplyPodResources(cgroup.PodResources{UID: "res", Path: podPath,
+		Pod: cgroup.Resources{MemoryLimit: up(328 << 20)}, Containers: map[string]cgroup.Resources{ctr: {MemoryLimit: up(200 << 20)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := kp.ReadCurrent(ctr); err != nil || c.MemoryLimit != 200<<20 {
+		t.Fatalf("container after the bump: %+v, %v", c, err)
+	}
+	// Below usage: refused before any write.
+	_, err := kp.ApplyPodResources(cgroup.PodResources{UID: "res", Path: podPath,
+		Containers: map[string]cgroup.Resources{ctr: {MemoryLimit: up(64 << 20)}}})
+	if !errors.Is(err, cgroup.ErrRefused) {
+		t.Fatalf("limit below usage: %v, want ErrRefused", err)
+	}
+	if c, _ := kp.ReadCurrent(ctr); c.MemoryLimit != 200<<20 {
+		t.Fatalf("a refused plan changed the limit to %d", c.MemoryLimit)
+	}
+	// CPU down: shares and quota, container before pod.
+	shares := cgroup.KubeletShares(250)
+	q := cgroup.KubeletQuota(500)
+	podShares, podQuota := cgroup.KubeletShares(250), cgroup.KubeletQuota(500)
+	if _, err := kp.ApplyPodResources(cgroup.PodResources{UID: "res", Path: podPath,
+		Pod: cgroup.Resources{Shares: &podShares, Quota: &podQuota}, Containers: map[string]cgroup.Resources{ctr: {Shares: &shares, Quota: &q}}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kp.ReadCurrent(ctr)
+	if err != nil || c.Quota != q {
+		t.Fatalf("container cpu: %+v, %v", c, err)
+	}
+	if want := shares; !k.SB.Unified && c.Shares != want {
+		t.Fatalf("cpu.shares %d, want %d", c.Shares, want)
+	}
+	hog.Kill()
+}
+
+// usageOf reads a sandbox cgroup's memory usage.
+func usageOf(t *testing.T, k *cgtest.KubeletTree, rel string) int64 {
+	file := "memory.usage_in_bytes"
+	if k.SB.Unified {
+		file = "memory.current"
+	}
+	b, err := os.ReadFile(filepath.Join(k.SB.Path(k.MemoryKey, rel), file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return v
 }

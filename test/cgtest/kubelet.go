@@ -15,29 +15,37 @@ import (
 )
 
 // KubeletTree is a kubelet-style kubepods tree (cgroupfs or systemd
-// naming) inside a sandbox of the cpu and cpuset hierarchies, where a test
+// naming) inside a sandbox of the cpu, cpuacct, cpuset and memory
+// hierarchies (one v2 tree on unified hosts), where a test
 // plays the kubelet: it makes pod and container cgroups with real busy
 // processes in them, and reads back what an agent under test wrote.
 type KubeletTree struct {
 	t      testing.TB
 	SB     *Sandbox
 	Driver string // "cgroupfs" or "systemd"
-	// Kubepods is the kubepods cgroup as a path from each hierarchy's root
-	// (what the agent's cgroupParent says).
+	// Kubepods is the kubepods cgroup as a path from the cpu and cpuset
+	// hierarchies' roots (what an agent reading the host's mountinfo is
+	// given as cgroupParent). The sandbox may sit elsewhere in the memory
+	// and cpuacct hierarchies (a test process's memory cgroup often
+	// differs): code that needs them gets per-hierarchy Points instead.
 	Kubepods string
+	// KubepodsName is the kubepods cgroup's name inside the sandbox
+	// ("kubepods" or "kubepods.slice"): the path from each hierarchy root
+	// when the roots are taken to be Points.
+	KubepodsName string
 	// CPUs are the CPUs the sandbox may use: an agent managing exactly
 	// these writes only legal subsets.
 	CPUs cpuset.CPUSet
-	// CPUKey and CPUSetKey are the sandbox keys of the cpu and cpuset
-	// hierarchies: the v1 controller names, or V2 for both.
-	CPUKey, CPUSetKey string
+	// CPUKey, CPUSetKey and MemoryKey are the sandbox keys of the cpu,
+	// cpuset and memory hierarchies: the v1 controller names, or V2.
+	CPUKey, CPUSetKey, MemoryKey string
 }
 
 // NewKubeletTree makes the kubepods and QoS cgroups. It skips a test that
 // the host cannot give one path in both hierarchies, or fewer than 2 CPUs.
 func NewKubeletTree(t testing.TB, driver string) *KubeletTree {
 	t.Helper()
-	sb := New(t, "cpu", "cpuset")
+	sb := New(t, "cpu", "cpuacct", "cpuset", "memory")
 	cpuKey, cpusetKey := "cpu", "cpuset"
 	if sb.Unified {
 		cpuKey, cpusetKey = V2, V2
@@ -65,7 +73,11 @@ func NewKubeletTree(t testing.TB, driver string) *KubeletTree {
 	if cpus.Size() < 2 {
 		t.Skip("kernel tier: needs at least 2 CPUs to split exclusive and shared")
 	}
-	return &KubeletTree{t: t, SB: sb, Driver: driver, Kubepods: path.Join(rel, kubepods), CPUs: cpus, CPUKey: cpuKey, CPUSetKey: cpusetKey}
+	memKey := "memory"
+	if sb.Unified {
+		memKey = V2
+	}
+	return &KubeletTree{t: t, SB: sb, Driver: driver, Kubepods: path.Join(rel, kubepods), KubepodsName: kubepods, CPUs: cpus, CPUKey: cpuKey, CPUSetKey: cpusetKey, MemoryKey: memKey}
 }
 
 // Pod creates a pod cgroup with one busy process per container, and a CFS
@@ -85,6 +97,11 @@ func (k *KubeletTree) Pod(uid, qos string, containers ...string) (podRel string,
 	}
 	return podRel, pids
 }
+
+// Points are the sandbox directories per hierarchy (v1 controller names,
+// V2): taken as mount points, they make "/"+KubepodsName the kubepods path
+// in every hierarchy.
+func (k *KubeletTree) Points() map[string]string { return k.SB.Dirs }
 
 // Rel is the path from the hierarchy root of rel, a path in the sandbox.
 func (k *KubeletTree) Rel(rel string) string {
