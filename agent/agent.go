@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
@@ -43,12 +44,7 @@ func Run(ctx context.Context, cfg Config, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig %q: %w", cfg.Kubeconfig, err)
 	}
-	restCfg.QPS, restCfg.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(restCfg)
-	if err != nil {
-		return err
-	}
-	a, err := New(ctx, cfg, cs, log)
+	a, err := New(ctx, cfg, restCfg, log)
 	if err != nil {
 		return err
 	}
@@ -56,10 +52,18 @@ func Run(ctx context.Context, cfg Config, log logr.Logger) error {
 }
 
 // New builds the agent: everything that does not yet talk to the API
-// server (topology, cgroups, pools, the informer's wiring). Events are
-// recorded until ctx ends.
-func New(ctx context.Context, cfg Config, cs kubernetes.Interface, log logr.Logger) (*Agent, error) {
+// server (topology, cgroups, pools, sampling, the recommenders' state, the
+// informer's wiring). Events are recorded until ctx ends.
+func New(ctx context.Context, cfg Config, restCfg *rest.Config, log logr.Logger) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	restCfg = rest.CopyConfig(restCfg)
+	if restCfg.QPS == 0 {
+		restCfg.QPS, restCfg.Burst = 50, 100
+	}
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.NodeName == "" {
@@ -110,6 +114,12 @@ func New(ctx context.Context, cfg Config, cs kubernetes.Interface, log logr.Logg
 	}
 	if cfg.KubeletPodResources != "" {
 		c.podres = &podResources{socket: cfg.KubeletPodResources}
+	}
+	c.restCfg = restCfg
+	if cfg.Rightsizing.on() {
+		if err := c.newRightsizer(); err != nil {
+			return nil, err
+		}
 	}
 	c.factory, c.informer = factory, inf
 	if err := c.addHandlers(inf); err != nil {
@@ -245,6 +255,10 @@ func (c *controller) run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
 		return fmt.Errorf("pod informer did not sync: %w", ctx.Err())
 	}
+	if c.rs != nil {
+		defer c.rs.stop()
+		c.rs.start(ctx)
+	}
 	c.refreshKubeletState(ctx)
 	if err := c.restore(); err != nil {
 		return err
@@ -275,6 +289,9 @@ func (c *controller) run(ctx context.Context) error {
 			return err
 		case <-t.C:
 			c.sweep(ctx)
+			if c.rs != nil {
+				c.rs.sweep(ctx)
+			}
 		}
 	}
 }

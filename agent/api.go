@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cgpilot/cgpilot/agent/pools"
 	local "github.com/cgpilot/cgpilot/api/local"
@@ -98,6 +100,9 @@ func (c *controller) explain(key string) (local.ExplainView, error) {
 		}
 	}
 	v.Events = c.events.Recent(ns, name)
+	if c.rs != nil {
+		c.rs.explain(string(pod.UID), &v)
+	}
 	return v, nil
 }
 
@@ -138,11 +143,57 @@ func (c *controller) apiHandler() http.Handler {
 		v, err := c.explain(key)
 		reply(w, v, err)
 	})
+	mux.HandleFunc("GET "+local.PathRecs, func(w http.ResponseWriter, r *http.Request) {
+		out := []local.RecView{}
+		if c.rs != nil {
+			out = c.rs.views()
+		}
+		reply(w, out, nil)
+	})
+	mux.HandleFunc("GET "+local.PathHistory, func(w http.ResponseWriter, r *http.Request) {
+		if c.rs == nil {
+			reply(w, nil, fmt.Errorf("right-sizing is off on this node: no history"))
+			return
+		}
+		since, err := parseSince(r.URL.Query().Get("since"), time.Now())
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		c.rs.hist.Flush()
+		w.Header().Set("Content-Type", "text/csv")
+		if _, err := c.rs.hist.Export(w, since); err != nil {
+			c.log.Error(err, "history export")
+		}
+	})
 	mux.HandleFunc("GET "+local.PathEvents, func(w http.ResponseWriter, r *http.Request) {
 		ns, name, _ := strings.Cut(r.URL.Query().Get("pod"), "/")
 		reply(w, c.events.Recent(ns, name), nil)
 	})
 	return mux
+}
+
+// parseSince reads "7d", "36h", "90m" (days are 24 h) or an RFC 3339 time;
+// empty is the last 7 days.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return now.Add(-7 * 24 * time.Hour), nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	if d, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 || n > 3650 {
+			return time.Time{}, fmt.Errorf("since=%q: want a count of days like 7d, a duration like 36h, or an RFC 3339 time", v)
+		}
+		return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("since=%q: want a count of days like 7d, a duration like 36h, or an RFC 3339 time", v)
+	}
+	return now.Add(-d), nil
 }
 
 // listenUnix listens on path with mode 0600. A stale socket from a

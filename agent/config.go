@@ -52,6 +52,9 @@ type Config struct {
 	// CPUs overrides the node's online CPUs (tests on a small machine);
 	// empty = read from the cpuset root.
 	CPUs string `json:"cpus,omitempty"`
+	// Rightsizing configures sampling, the recommender's state, the usage
+	// history and the OOM watcher.
+	Rightsizing RightsizeConfig `json:"rightsizing,omitempty"`
 
 	// Set by flags and the environment, not by the file.
 	NodeName   string `json:"-"`
@@ -74,6 +77,28 @@ type Config struct {
 	ResyncPeriod        time.Duration `json:"-"`
 }
 
+// RightsizeConfig configures right-sizing on the node.
+type RightsizeConfig struct {
+	// Enabled turns sampling, recommendations and changes on (default).
+	Enabled *bool `json:"enabled,omitempty"`
+	// SampleInterval is how often every container is sampled.
+	SampleInterval metav1.Duration `json:"sampleInterval,omitempty"`
+	// StateDir holds the recommenders' checkpoints and the usage history.
+	StateDir string `json:"stateDir,omitempty"`
+	// CheckpointInterval is how often the histograms are checkpointed
+	// (and at shutdown).
+	CheckpointInterval metav1.Duration `json:"checkpointInterval,omitempty"`
+	// HistoryRetention and HistoryMaxBytes bound the usage history.
+	HistoryRetention metav1.Duration `json:"historyRetention,omitempty"`
+	HistoryMaxBytes  int64           `json:"historyMaxBytes,omitempty"`
+	// OOMWatch is how OOM kills are seen: auto (eBPF, else the cgroups'
+	// counters), bpf, counters, or off.
+	OOMWatch string `json:"oomWatch,omitempty"`
+}
+
+// on says whether right-sizing runs.
+func (r RightsizeConfig) on() bool { return r.Enabled == nil || *r.Enabled }
+
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
 	capFraction := 2.0 / 3.0
@@ -85,11 +110,19 @@ func DefaultConfig() Config {
 		CgroupRoot:             "/sys/fs/cgroup",
 		CgroupParent:           "/kubepods",
 		SweepInterval:          metav1.Duration{Duration: 10 * time.Second},
-		HealthAddr:             "127.0.0.1:9464",
-		SocketPath:             local.DefaultSocket,
-		SysRoot:                "/sys",
-		ProcRoot:               "/proc",
-		WorkerCount:            2,
+		Rightsizing: RightsizeConfig{
+			SampleInterval:     metav1.Duration{Duration: 10 * time.Second},
+			StateDir:           "/var/lib/cgpilot",
+			CheckpointInterval: metav1.Duration{Duration: 5 * time.Minute},
+			HistoryRetention:   metav1.Duration{Duration: 14 * 24 * time.Hour},
+			HistoryMaxBytes:    256 << 20,
+			OOMWatch:           "auto",
+		},
+		HealthAddr:  "127.0.0.1:9464",
+		SocketPath:  local.DefaultSocket,
+		SysRoot:     "/sys",
+		ProcRoot:    "/proc",
+		WorkerCount: 2,
 	}
 }
 
@@ -153,6 +186,24 @@ func (c Config) Validate() error {
 	}
 	if c.SweepInterval.Duration < 100*time.Millisecond || c.SweepInterval.Duration > time.Hour {
 		return bad("sweepInterval", c.SweepInterval.Duration, "want 100ms to 1h")
+	}
+	rs := c.Rightsizing
+	switch {
+	case rs.SampleInterval.Duration < time.Second || rs.SampleInterval.Duration > 10*time.Minute:
+		return bad("rightsizing.sampleInterval", rs.SampleInterval.Duration, "want 1s to 10m")
+	case !filepath.IsAbs(rs.StateDir):
+		return bad("rightsizing.stateDir", rs.StateDir, "want an absolute path")
+	case rs.CheckpointInterval.Duration < time.Second || rs.CheckpointInterval.Duration > 24*time.Hour:
+		return bad("rightsizing.checkpointInterval", rs.CheckpointInterval.Duration, "want 1s to 24h")
+	case rs.HistoryRetention.Duration < time.Hour || rs.HistoryRetention.Duration > 90*24*time.Hour:
+		return bad("rightsizing.historyRetention", rs.HistoryRetention.Duration, "want 1h to 2160h")
+	case rs.HistoryMaxBytes < 1<<20 || rs.HistoryMaxBytes > 64<<30:
+		return bad("rightsizing.historyMaxBytes", rs.HistoryMaxBytes, "want 1 MiB to 64 GiB")
+	}
+	switch rs.OOMWatch {
+	case "auto", "bpf", "counters", "off":
+	default:
+		return bad("rightsizing.oomWatch", rs.OOMWatch, "want auto, bpf, counters or off")
 	}
 	for _, ns := range append(append([]string{}, c.ManagedNamespaces...), c.IgnoredNamespaces...) {
 		if ns == "" {

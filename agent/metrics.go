@@ -23,6 +23,14 @@ type metrics struct {
 	writeErrors  prometheus.Counter
 	drift        prometheus.Counter
 	panics       prometheus.Counter
+
+	// Right-sizing.
+	rsDecisions *prometheus.CounterVec // by state
+	recChanges  prometheus.Counter
+	resizes     *prometheus.CounterVec // by result
+	oomKills    *prometheus.CounterVec // by cgroup: container, unknown
+	oomBumps    *prometheus.CounterVec // by result
+	oomLatency  prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -47,6 +55,19 @@ func newMetrics() *metrics {
 		panics: prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_reconcile_panics_total",
 			Help: "Reconciles that panicked; the worker recovered and the pod was reported and requeued."}),
 	}
+	m.rsDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_rightsize_decisions_total",
+		Help: "Right-sizing decisions by state: Resize, DryRun, Unchanged, InsufficientHistory, Paused, AvoidWindow, ResizePending, NotAdjustable, Conflict, InvalidAnnotation, Off."}, []string{"state"})
+	m.recChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_rightsize_dryrun_changes_total",
+		Help: "Dry-run recommendations that changed."})
+	m.resizes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_resizes_total",
+		Help: "Changes of requests and limits by result: accepted (pods/resize), applied (the kubelet and the cgroups show it), cgroups (written directly), failed."}, []string{"result"})
+	m.oomKills = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_oom_kills_total",
+		Help: "OOM kills seen, by whose cgroup: container (a tracked container), unknown."}, []string{"cgroup"})
+	m.oomBumps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_oom_bumps_total",
+		Help: "Memory raises after an OOM kill by result: written, failed, at-limit, not-applied (no InPlace policy)."}, []string{"result"})
+	m.oomLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cgpilot_oom_bump_latency_seconds",
+		Help: "From an OOM kill (the kernel's time where known) to the raised limit written in the cgroup.", Buckets: buckets})
+	m.reg.MustRegister(m.rsDecisions, m.recChanges, m.resizes, m.oomKills, m.oomBumps, m.oomLatency)
 	m.reg.MustRegister(m.poolCPUs, m.exclPods, m.allocations, m.refusals, m.applyLatency, m.lateLatency, m.writes, m.writeErrors, m.drift, m.panics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

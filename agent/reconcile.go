@@ -8,6 +8,7 @@ import (
 	"maps"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -41,6 +43,8 @@ type controller struct {
 	statusQ  workqueue.TypedRateLimitingInterface[string] // annotation patches, off the cgroup path
 	pools    *pools.Manager
 	cgroups  *cgroup.Kubepods
+	rs       *rightsizer // nil when right-sizing is off
+	restCfg  *rest.Config
 	events   *eventLog
 	metrics  *metrics
 	log      logr.Logger
@@ -172,6 +176,9 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 		if _, failed := res.Failed[prev.UID]; failed {
 			return failure(res) // the pod stays known: the release is retried
 		}
+		if c.rs != nil {
+			c.rs.untrack(prev.UID)
+		}
 		c.mu.Lock()
 		delete(c.known, key)
 		c.mu.Unlock()
@@ -199,6 +206,10 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 		c.metrics.lateLatency.Observe(time.Since(lateAt).Seconds())
 	}
 	c.report(ctx, &podRef{UID: info.UID, Namespace: info.Namespace, Name: info.Name}, pod, res, since, timed)
+	if c.rs != nil {
+		c.rs.track(ctx, pod, info)
+		c.rs.verify(pod)
+	}
 	if res.Pending[info.UID] {
 		c.queue.AddAfter(key, pendingRetry)
 	}
@@ -296,6 +307,12 @@ func (c *controller) runStatusWorker(ctx context.Context) {
 func (c *controller) writeStatus(ctx context.Context, key string) error {
 	if key == nodeKey {
 		return c.patchNode(ctx)
+	}
+	if rest, ok := strings.CutPrefix(key, recKeyPrefix); ok {
+		if c.rs == nil {
+			return nil
+		}
+		return c.rs.writeRecommendation(ctx, rest)
 	}
 	c.mu.Lock()
 	ps, ok := c.pending[key]

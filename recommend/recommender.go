@@ -300,3 +300,27 @@ func (r *Recommender) Containers() int {
 	defer r.mu.Unlock()
 	return len(r.containers)
 }
+
+// Usage summarises a container's decayed usage histograms: CPU cores and
+// memory bytes (per-interval peaks where the policy aggregates them) at
+// the 50th and 95th percentiles and the top bucket.
+type Usage struct {
+	CPUP50, CPUP95, CPUMax float64
+	MemP50, MemP95, MemMax float64
+}
+
+// Usage returns id's usage summary; false when it has no samples.
+func (r *Recommender) Usage(id string) (Usage, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[id]
+	if !ok || c.samples == 0 {
+		return Usage{}, false
+	}
+	cpu, mem := c.cpu.hist, c.mem.hist
+	if c.vpa != nil {
+		cpu, mem = c.vpa.cpu, c.vpa.mem
+	}
+	return Usage{CPUP50: cpu.Percentile(0.5), CPUP95: cpu.Percentile(0.95), CPUMax: cpu.Percentile(1),
+		MemP50: mem.Percentile(0.5), MemP95: mem.Percentile(0.95), MemMax: mem.Percentile(1)}, true
+}

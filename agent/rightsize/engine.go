@@ -245,3 +245,11 @@ func (e *Engine) Save(now time.Time) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Usage is the decayed usage of key under the default preset's histograms.
+func (e *Engine) Usage(key string) (recommend.Usage, bool) {
+	e.mu.Lock()
+	r := e.recs[e.def]
+	e.mu.Unlock()
+	return r.Usage(key)
+}

@@ -88,6 +88,11 @@ type ExplainView struct {
 	Decision      string            `json:"decision"`
 	Cgroups       []CgroupView      `json:"cgroups"`
 	Events        []EventRecord     `json:"events"`
+	// Rightsizing is the pod's right-sizing decision and recommendation
+	// (nil when right-sizing is off or the pod is not tracked).
+	Rightsizing *Recommendation `json:"rightsizing,omitempty"`
+	// Usage of each container's workload histograms, by container name.
+	Usage map[string]RecView `json:"usage,omitempty"`
 }
 
 // CgroupView is one cgroup's current cpuset.cpus.

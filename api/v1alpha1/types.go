@@ -201,12 +201,40 @@ type RightsizePolicyStatus struct {
 	// LastUpdateTime is when this status was last written.
 	// +optional
 	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`
+	// Nodes are each node agent's own counts (server-side applied, one
+	// entry per node, each owned by that node's agent); the totals above
+	// are their sums as the last writer saw them.
+	// +listType=map
+	// +listMapKey=node
+	// +kubebuilder:validation:MaxItems=10000
+	// +optional
+	Nodes []NodePolicyStatus `json:"nodes,omitempty"`
 	// Conditions: Valid (the spec was accepted in full; False with the
 	// reason when, e.g., a selector cannot be parsed) and Ready.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// NodePolicyStatus is one node agent's view of a policy.
+type NodePolicyStatus struct {
+	// Node is the node's name.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Node string `json:"node"`
+	// MatchedPods on this node.
+	MatchedPods int32 `json:"matchedPods"`
+	// AdjustedPods on this node.
+	AdjustedPods int32 `json:"adjustedPods"`
+	// NotAdjustable on this node, by reason.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	NotAdjustable map[string]int32 `json:"notAdjustable,omitempty"`
+	// ObservedGeneration is the spec generation this node acts on.
+	ObservedGeneration int64 `json:"observedGeneration"`
+	// LastUpdateTime is when this node last wrote its entry.
+	LastUpdateTime metav1.Time `json:"lastUpdateTime"`
 }
 
 // RightsizePolicyList is a list of RightsizePolicy.

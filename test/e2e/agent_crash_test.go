@@ -54,8 +54,8 @@ func (b *bed) agentProcess(t testing.TB) *agentProc {
 	t.Helper()
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "config.yaml")
-	yaml := fmt.Sprintf("cpus: %q\ncgroupParent: %s\ncheckpointPath: %s\nkubeletCPUManagerState: \"\"\nsweepInterval: 1s\n",
-		b.cfg.CPUs, b.cfg.CgroupParent, b.cfg.CheckpointPath)
+	yaml := fmt.Sprintf("cpus: %q\ncgroupParent: %s\ncheckpointPath: %s\nkubeletCPUManagerState: \"\"\nsweepInterval: 1s\nrightsizing: {stateDir: %s}\n",
+		b.cfg.CPUs, b.cfg.CgroupParent, b.cfg.CheckpointPath, b.cfg.Rightsizing.StateDir)
 	if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -233,10 +233,11 @@ func startNodeAgent(t *testing.T, tweak func(*agent.Config)) (*harness.Node, kub
 	cfg.KubeletCPUManagerState = ""
 	cfg.HealthAddr = freeAddr(t)
 	cfg.SocketPath = filepath.Join(t.TempDir(), "agent.sock")
+	cfg.Rightsizing.StateDir = t.TempDir()
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	runAgent(t, cfg, cp.Client)
+	runAgent(t, cfg, cp.Config)
 	mounts, err := cgroup.ReadMounts("/proc")
 	if err != nil {
 		t.Fatal(err)

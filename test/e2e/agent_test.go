@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/cpuset"
 
@@ -74,6 +75,7 @@ func newBed(t testing.TB) *bed {
 	cfg.SweepInterval = metav1.Duration{Duration: time.Second}
 	cfg.HealthAddr = ""
 	cfg.SocketPath = filepath.Join(t.TempDir(), "agent.sock")
+	cfg.Rightsizing.StateDir = t.TempDir()
 	return &bed{k: k, cfg: cfg, cp: cp, cs: cs}
 }
 
@@ -82,14 +84,14 @@ func testLogger(t testing.TB) logr.Logger { return testr.NewWithInterface(t, tes
 // startAgent runs the agent in this process until the test ends.
 func (b *bed) startAgent(t testing.TB) {
 	t.Helper()
-	runAgent(t, b.cfg, b.cs)
+	runAgent(t, b.cfg, b.cp.Config)
 }
 
 // runAgent runs the agent with cfg in this process until the test ends.
-func runAgent(t testing.TB, cfg agent.Config, cs kubernetes.Interface) {
+func runAgent(t testing.TB, cfg agent.Config, rc *rest.Config) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := agent.New(ctx, cfg, cs, testLogger(t))
+	a, err := agent.New(ctx, cfg, rc, testLogger(t))
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -1,0 +1,475 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/cgpilot/cgpilot/agent/pools"
+	"github.com/cgpilot/cgpilot/agent/rightsize"
+	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/cgroup"
+)
+
+// resize.go: sending a change of requests and limits. Where the cluster
+// serves pods/resize (Kubernetes 1.35+; discovered at start) the change is
+// a strategic merge patch of that subresource and the kubelet applies it;
+// the agent then checks the kubelet's status and the cgroups themselves.
+// Without it the agent writes the cgroups (package cgroup, leveled) and
+// keeps them so: the scheduler does not see such a change, and the pod's
+// annotation says so.
+
+// States the applier reports in the annotation.
+const (
+	stateResized      = "Resized" // accepted by the API server, the kubelet applying it
+	stateApplied      = "Applied" // the kubelet's status and the cgroups show it
+	stateCgroupDiffer = "AppliedCgroupDiffers"
+	stateCgroups      = "AppliedToCgroups" // no pods/resize: written to the cgroups
+	stateFailed       = "Failed"
+)
+
+// change is what to send for one pod.
+type change struct {
+	uid        string
+	containers map[string]rightsize.Requirements
+	reason     string // Resize | OOMBump
+	summary    string
+}
+
+// applier sends changes from its own queue, so an API server that is away
+// delays them without holding up sampling, decisions or OOM bumps.
+type applier struct {
+	c   *controller
+	r   *rightsizer
+	api bool // pods/resize is served
+	q   workqueue.TypedRateLimitingInterface[string]
+
+	mu   sync.Mutex
+	want map[string]change // by pod key: the latest change asked
+	// cgroupValues are what the agent wrote where there is no pods/resize,
+	// by pod UID and container: the pod's requirements in force.
+	cgroupValues map[string]map[string]rightsize.Requirements
+}
+
+func newApplier(c *controller, api bool) *applier {
+	return &applier{c: c, api: api, want: map[string]change{}, cgroupValues: map[string]map[string]rightsize.Requirements{},
+		q: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-resize"})}
+}
+
+// request queues a change; a later one for the same pod replaces it, but
+// an OOM bump is kept under a later step change (memory only grows).
+func (a *applier) request(p *corev1.Pod, containers map[string]rightsize.Requirements, reason, summary string) {
+	key := keyOf(p.Namespace, p.Name)
+	a.mu.Lock()
+	if old, ok := a.want[key]; ok && old.uid == string(p.UID) && old.reason == "OOMBump" {
+		for name, to := range old.containers {
+			next, ok := containers[name]
+			if !ok {
+				containers[name] = to
+				continue
+			}
+			next.Limits.Memory = max(next.Limits.Memory, to.Limits.Memory)
+			next.Requests.Memory = max(next.Requests.Memory, to.Requests.Memory)
+			containers[name] = next
+		}
+	}
+	a.want[key] = change{uid: string(p.UID), containers: containers, reason: reason, summary: summary}
+	a.mu.Unlock()
+	a.q.Add(key)
+}
+
+func (a *applier) run(ctx context.Context) {
+	for {
+		key, quit := a.q.Get()
+		if quit {
+			return
+		}
+		if err := a.applyOne(ctx, key); err != nil {
+			a.c.log.Error(err, "resize failed; retried", "pod", key)
+			a.q.AddRateLimited(key)
+		} else {
+			a.q.Forget(key)
+		}
+		a.q.Done(key)
+	}
+}
+
+func (a *applier) applyOne(ctx context.Context, key string) error {
+	a.mu.Lock()
+	ch, ok := a.want[key]
+	a.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	done := func() {
+		a.mu.Lock()
+		if cur, ok := a.want[key]; ok && cur.uid == ch.uid && cur.summary == ch.summary {
+			delete(a.want, key)
+		}
+		a.mu.Unlock()
+	}
+	ns, name, _ := strings.Cut(key, "/")
+	pod, err := a.c.lister.Pods(ns).Get(name)
+	if err != nil || string(pod.UID) != ch.uid {
+		done()
+		return nil // gone or replaced
+	}
+	ref := &podRef{UID: ch.uid, Namespace: ns, Name: name}
+	if !a.api {
+		if err := a.applyCgroups(pod, ch.containers); err != nil {
+			if errors.Is(err, cgroup.ErrNotReady) {
+				return err // retried shortly
+			}
+			done()
+			a.report(ref, ch, stateFailed, err)
+			return nil
+		}
+		done()
+		a.c.metrics.resizes.WithLabelValues("cgroups").Inc()
+		a.r.setState(ch.uid, stateCgroups, "the cluster has no pods/resize: written to the cgroups; the scheduler does not see this change", true)
+		a.c.events.emit(ref, pools.Event{Reason: "ResizedCgroups", Message: ch.summary + " (written to the cgroups: the cluster has no pods/resize)"})
+		return nil
+	}
+	body, err := resizePatch(pod, ch.containers)
+	if err != nil {
+		done()
+		a.report(ref, ch, stateFailed, err)
+		return nil
+	}
+	_, err = a.c.cs.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: "cgpilot-agent"}, "resize")
+	switch {
+	case err == nil:
+		done()
+		a.c.metrics.resizes.WithLabelValues("accepted").Inc()
+		a.r.setState(ch.uid, stateResized, "pods/resize accepted: "+ch.summary+"; waiting for the kubelet", true)
+		reason := "Resized"
+		if ch.reason == "OOMBump" {
+			reason = "MemoryRaisedDurably"
+		}
+		a.c.events.emit(ref, pools.Event{Reason: reason, Message: ch.summary})
+		return nil
+	case apierrors.IsNotFound(err):
+		done()
+		return nil
+	case apierrors.IsConflict(err):
+		return err
+	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
+		// The API server refused this change: retried at the next step
+		// with a fresh decision, not in a loop.
+		done()
+		a.report(ref, ch, stateFailed, err)
+		return nil
+	}
+	return err // the API server away: retried with backoff
+}
+
+func (a *applier) report(ref *podRef, ch change, state string, err error) {
+	a.c.metrics.resizes.WithLabelValues("failed").Inc()
+	a.r.setState(ch.uid, state, err.Error(), false)
+	a.c.events.emit(ref, pools.Event{Warning: true, Reason: "ResizeFailed", Message: ch.summary + ": " + err.Error()})
+}
+
+// resizePatch is the strategic merge patch of pods/resize for containers:
+// only resources the container already has (none can be added or removed
+// in place).
+func resizePatch(p *corev1.Pod, containers map[string]rightsize.Requirements) ([]byte, error) {
+	type res struct {
+		Requests map[string]string `json:"requests,omitempty"`
+		Limits   map[string]string `json:"limits,omitempty"`
+	}
+	type ctr struct {
+		Name      string `json:"name"`
+		Resources res    `json:"resources"`
+	}
+	var list []ctr
+	for _, spec := range p.Spec.Containers {
+		to, ok := containers[spec.Name]
+		if !ok {
+			continue
+		}
+		c := ctr{Name: spec.Name, Resources: res{Requests: map[string]string{}, Limits: map[string]string{}}}
+		set := func(m map[string]string, have corev1.ResourceList, r corev1.ResourceName, v float64, format func(float64) string) {
+			if _, ok := have[r]; ok && v > 0 {
+				m[string(r)] = format(v)
+			}
+		}
+		set(c.Resources.Requests, spec.Resources.Requests, corev1.ResourceCPU, to.Requests.CPU, local.FormatCPU)
+		set(c.Resources.Requests, spec.Resources.Requests, corev1.ResourceMemory, to.Requests.Memory, local.FormatMemory)
+		set(c.Resources.Limits, spec.Resources.Limits, corev1.ResourceCPU, to.Limits.CPU, local.FormatCPU)
+		set(c.Resources.Limits, spec.Resources.Limits, corev1.ResourceMemory, to.Limits.Memory, local.FormatMemory)
+		list = append(list, c)
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("no container of the change is in the pod")
+	}
+	return json.Marshal(map[string]any{"spec": map[string]any{"containers": list}})
+}
+
+// applyCgroups writes the pod's requirements to its cgroups as the kubelet
+// would derive them: each container's shares from its request, quota and
+// memory limit from its limits; the pod's from the sums (a pod limit only
+// where every container has one).
+func (a *applier) applyCgroups(p *corev1.Pod, containers map[string]rightsize.Requirements) error {
+	a.mu.Lock()
+	vals := a.cgroupValues[string(p.UID)]
+	if vals == nil {
+		vals = map[string]rightsize.Requirements{}
+	}
+	next := map[string]rightsize.Requirements{}
+	for k, v := range vals {
+		next[k] = v
+	}
+	a.mu.Unlock()
+	for name, to := range containers {
+		next[name] = to
+	}
+	plan, err := a.c.podResources(p, next)
+	if err != nil {
+		return err
+	}
+	written, err := a.c.cgroups.ApplyPodResources(plan)
+	a.c.metrics.writes.Add(float64(len(written)))
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.cgroupValues[string(p.UID)] = next
+	a.mu.Unlock()
+	return nil
+}
+
+// podResources is the cgroup values of pod p with some containers' new
+// requirements (the rest as the spec says).
+func (c *controller) podResources(p *corev1.Pod, override map[string]rightsize.Requirements) (cgroup.PodResources, error) {
+	qos := qosClass(p)
+	podPath, err := c.cgroups.PodPath(string(p.UID), qos)
+	if err != nil {
+		return cgroup.PodResources{}, err
+	}
+	exclusive := c.holdsExclusive(p)
+	ids := map[string]string{}
+	for _, st := range p.Status.ContainerStatuses {
+		if st.ContainerID != "" {
+			ids[st.Name] = st.ContainerID
+		}
+	}
+	out := cgroup.PodResources{UID: string(p.UID), Path: podPath, Containers: map[string]cgroup.Resources{}}
+	var sumReq, sumLim int64
+	var sumMem int64
+	allCPU, allMem := true, true
+	for _, spec := range p.Spec.Containers {
+		req, lim := requirementsOf(spec.Resources)
+		if o, ok := override[spec.Name]; ok {
+			req, lim = o.Requests, o.Limits
+		}
+		reqM, limM := int64(req.CPU*1000+0.5), int64(lim.CPU*1000+0.5)
+		sumReq += reqM
+		if limM > 0 {
+			sumLim += limM
+		} else {
+			allCPU = false
+		}
+		if lim.Memory > 0 {
+			sumMem += int64(lim.Memory)
+		} else {
+			allMem = false
+		}
+		id, ok := ids[spec.Name]
+		if !ok {
+			continue
+		}
+		path, err := c.cgroups.ContainerPath(string(p.UID), qos, id)
+		if err != nil {
+			continue
+		}
+		r := cgroup.Resources{}
+		shares := cgroup.KubeletShares(reqM)
+		r.Shares = &shares
+		if !exclusive {
+			q := cgroup.KubeletQuota(limM)
+			r.Quota = &q
+		}
+		mem := int64(-1)
+		if lim.Memory > 0 {
+			mem = int64(lim.Memory)
+		}
+		r.MemoryLimit = &mem
+		out.Containers[path] = r
+	}
+	podShares := cgroup.KubeletShares(sumReq)
+	out.Pod.Shares = &podShares
+	if !exclusive {
+		q := cgroup.KubeletQuota(0)
+		if allCPU {
+			q = cgroup.KubeletQuota(sumLim)
+		}
+		out.Pod.Quota = &q
+	}
+	podMem := int64(-1)
+	if allMem {
+		podMem = sumMem
+	}
+	out.Pod.MemoryLimit = &podMem
+	return out, nil
+}
+
+// verify checks, after a resize the API server accepted, that the kubelet
+// reports the new resources and the cgroups hold them; the pod's state
+// becomes Applied (or says what differs).
+func (r *rightsizer) verify(p *corev1.Pod) {
+	r.mu.Lock()
+	rp := r.pods[string(p.UID)]
+	if rp == nil || rp.state != stateResized {
+		r.mu.Unlock()
+		return
+	}
+	ctrs := rp.containers
+	r.mu.Unlock()
+	if st, _ := resizeState(p); st != "" {
+		return // the kubelet is still at it (or reports why not): decide says so
+	}
+	specs := map[string]corev1.ResourceRequirements{}
+	for _, c := range p.Spec.Containers {
+		specs[c.Name] = c.Resources
+	}
+	exclusive := r.c.holdsExclusive(p)
+	var diffs []string
+	for _, st := range p.Status.ContainerStatuses {
+		spec, ok := specs[st.Name]
+		if !ok || st.Resources == nil {
+			continue
+		}
+		if !resourcesEqual(spec.Requests, st.Resources.Requests) || !resourcesEqual(spec.Limits, st.Resources.Limits) {
+			return // the status has not caught up yet
+		}
+		ctr, ok := ctrs[st.Name]
+		if !ok {
+			continue
+		}
+		cur, err := r.c.cgroups.ReadCurrent(ctr.path)
+		if err != nil {
+			diffs = append(diffs, fmt.Sprintf("%s: %v", st.Name, err))
+			continue
+		}
+		req, lim := requirementsOf(spec)
+		if want := int64(lim.Memory); lim.Memory > 0 && (cur.MemoryLimit > want || cur.MemoryLimit < want-4096) {
+			diffs = append(diffs, fmt.Sprintf("%s: memory limit %d, want %d", st.Name, cur.MemoryLimit, want))
+		}
+		if !exclusive {
+			if want := cgroup.KubeletQuota(int64(lim.CPU*1000 + 0.5)); cur.Quota.QuotaUs != want.QuotaUs {
+				diffs = append(diffs, fmt.Sprintf("%s: cpu quota %s, want %s", st.Name, cur.Quota, want))
+			}
+		}
+		if d, err := r.c.cgroups.Layout().DirsAt(ctr.path); err == nil && !d.Unified {
+			if want := cgroup.KubeletShares(int64(req.CPU*1000 + 0.5)); cur.Shares != want {
+				diffs = append(diffs, fmt.Sprintf("%s: cpu.shares %d, want %d", st.Name, cur.Shares, want))
+			}
+		}
+	}
+	ref := &podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}
+	if len(diffs) > 0 {
+		r.setState(string(p.UID), stateCgroupDiffer, strings.Join(diffs, "; "), false)
+		r.c.events.emit(ref, pools.Event{Warning: true, Reason: "ResizeCgroupDiffers", Message: "the kubelet reports the resize done, but " + strings.Join(diffs, "; ")})
+		return
+	}
+	r.c.metrics.resizes.WithLabelValues("applied").Inc()
+	r.setState(string(p.UID), stateApplied, "the kubelet applied the resize and the cgroups hold it", false)
+}
+
+func resourcesEqual(a, b corev1.ResourceList) bool {
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		qa, oka := a[r]
+		qb, okb := b[r]
+		if oka != okb || (oka && qa.Cmp(qb) != 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// resizeServed asks discovery whether the API server serves pods/resize.
+func resizeServed(disc interface {
+	ServerResourcesForGroupVersion(string) (*metav1.APIResourceList, error)
+}) (bool, error) {
+	list, err := disc.ServerResourcesForGroupVersion("v1")
+	if err != nil {
+		return false, err
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "pods/resize" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// values are the requirements the agent wrote to pod uid's cgroups (no
+// pods/resize), by container.
+func (a *applier) values(uid string) map[string]rightsize.Requirements {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string]rightsize.Requirements{}
+	for k, v := range a.cgroupValues[uid] {
+		out[k] = v
+	}
+	return out
+}
+
+// reassert puts the agent's cgroup values back where the cluster has no
+// pods/resize and something rewrote them (drift); called every sweep.
+func (a *applier) reassert() {
+	a.mu.Lock()
+	uids := make([]string, 0, len(a.cgroupValues))
+	for uid := range a.cgroupValues {
+		uids = append(uids, uid)
+	}
+	a.mu.Unlock()
+	for _, uid := range uids {
+		p := a.c.podByUID(uid)
+		if p == nil {
+			a.mu.Lock()
+			delete(a.cgroupValues, uid)
+			a.mu.Unlock()
+			continue
+		}
+		a.mu.Lock()
+		vals := a.cgroupValues[uid]
+		a.mu.Unlock()
+		plan, err := a.c.podResources(p, vals)
+		if err != nil {
+			continue
+		}
+		written, err := a.c.cgroups.ApplyPodResources(plan)
+		if err == nil && len(written) > 0 {
+			a.c.metrics.drift.Add(float64(len(written)))
+			a.c.events.emit(&podRef{UID: uid, Namespace: p.Namespace, Name: p.Name}, pools.Event{Warning: true, Reason: local.EventDriftCorrected,
+				Message: fmt.Sprintf("%d cgroup file(s) of the pod's right-sized values had been changed; set back", len(written))})
+		}
+	}
+}
+
+// deadline of one patch; the client's own timeouts are longer.
+const patchTimeout = 10 * time.Second
+
+// patchAnnotations merge-patches pod annotations (nil values remove),
+// guarded by the pod's UID.
+func (c *controller) patchAnnotations(ctx context.Context, pod *corev1.Pod, ann map[string]any) error {
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann, "uid": string(pod.UID)}})
+	ctx, cancel := context.WithTimeout(ctx, patchTimeout)
+	defer cancel()
+	_, err := c.cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "cgpilot-agent"})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone or replaced: nothing to report on
+	}
+	return err
+}

@@ -1,0 +1,770 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cgpilot/cgpilot/agent/collector"
+	"github.com/cgpilot/cgpilot/agent/history"
+	"github.com/cgpilot/cgpilot/agent/oomwatch"
+	"github.com/cgpilot/cgpilot/agent/pools"
+	"github.com/cgpilot/cgpilot/agent/rightsize"
+	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/api/v1alpha1"
+	"github.com/cgpilot/cgpilot/cgroup"
+	"github.com/cgpilot/cgpilot/recommend"
+)
+
+// rightsize.go: right-sizing in place. The path of one pod: reconcile.go
+// calls track (its containers become collector targets and OOM-watched
+// cgroups); every sampling round feeds the histograms (rightsize.Engine)
+// and the history, then decideAll asks rightsize.Decide for the pods whose
+// step is due; a change goes to the apply queue (resize.go: pods/resize,
+// or the cgroups where the cluster lacks it) and the decision to the
+// cgpilot.io/recommendation annotation. An OOM kill (oom.go) raises the
+// container's memory at once, outside the steps.
+
+// rightsizer is the right-sizing part of the controller.
+type rightsizer struct {
+	c      *controller
+	engine *rightsize.Engine
+	coll   *collector.Collector
+	hist   *history.Store
+	oom    *oomwatch.Watcher
+	owners *ownerCache
+	apply  *applier
+	// policiesP holds the policy index once the RightsizePolicy CRD is
+	// served (nil before): read by the workers, set by the sweep.
+	policiesP   atomic.Pointer[policyIndex]
+	dyn         dynamic.Interface // the RightsizePolicy client, set with policiesP
+	warnedNoCRD bool
+	// statusWritten is when this node last wrote each policy's status
+	// entry, and what.
+	statusWritten map[string]nodeStatusMark
+
+	mu   sync.Mutex
+	pods map[string]*rsPod     // by pod UID
+	dirs map[string]ctrRef     // OOM-watched memory dir -> container
+	last map[string]lastSample // by runtime container ID
+	// pendingRec are recommendation annotations to write, by pod key.
+	pendingRec map[string]pendingRecommendation
+	// due asks decideAll to run before the next round (a policy changed).
+	due chan struct{}
+}
+
+type ctrRef struct{ uid, container string }
+
+type lastSample struct {
+	usage, workingSet float64
+}
+
+type pendingRecommendation struct {
+	uid   string
+	value string // "" removes the annotation
+}
+
+// rsPod is one tracked pod.
+type rsPod struct {
+	ref        podRef
+	workload   workloadRef
+	qos        cgroup.QoS
+	containers map[string]rsContainer // by name
+	// next is when the pod's next decision is due; fingerprint is what it
+	// was decided on (a policy or annotation change decides at once).
+	next        time.Time
+	fingerprint string
+	decision    rightsize.Decision
+	state       string // the annotation's state
+	reason      string
+	lastApplied time.Time
+	// oomFloor keeps an OOM-bumped memory limit from being taken back by
+	// a step decision while the kill is recent.
+	oomFloor      map[string]float64
+	oomFloorUntil time.Time
+}
+
+type rsContainer struct {
+	id, path, memDir string
+}
+
+func newRightsizer(c *controller, e *rightsize.Engine, coll *collector.Collector, hist *history.Store, oom *oomwatch.Watcher) *rightsizer {
+	return &rightsizer{c: c, engine: e, coll: coll, hist: hist, oom: oom, owners: newOwnerCache(c.cs),
+		pods: map[string]*rsPod{}, dirs: map[string]ctrRef{}, last: map[string]lastSample{}, pendingRec: map[string]pendingRecommendation{},
+		due: make(chan struct{}, 1), statusWritten: map[string]nodeStatusMark{}}
+}
+
+// policies is the policy index, nil until the CRD is served.
+func (r *rightsizer) policies() *policyIndex { return r.policiesP.Load() }
+
+// Round keeps each container's latest memory use, for the floors
+// (collector.Sink).
+func (r *rightsizer) Round(_ time.Time, samples []collector.Sample) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range samples {
+		s := &samples[i]
+		r.last[s.Target.ID] = lastSample{usage: float64(s.MemoryUsage), workingSet: float64(s.MemoryWorkingSet)}
+	}
+}
+
+// policyChanged makes every pod decide again at the next chance.
+func (r *rightsizer) policyChanged() {
+	r.mu.Lock()
+	for _, rp := range r.pods {
+		rp.next = time.Time{}
+	}
+	r.mu.Unlock()
+	select {
+	case r.due <- struct{}{}:
+	default:
+	}
+}
+
+// track makes the pod's running containers sampled and OOM-watched, or
+// stops that for a pod that is not managed any more.
+func (r *rightsizer) track(ctx context.Context, p *corev1.Pod, info pools.Pod) {
+	if info.Untouched || p.DeletionTimestamp != nil {
+		r.untrack(string(p.UID))
+		return
+	}
+	wl := r.owners.workloadOf(ctx, p)
+	ids := map[string]string{} // container name -> runtime ID of a running container
+	for _, st := range p.Status.ContainerStatuses {
+		if st.ContainerID != "" && st.State.Running != nil {
+			ids[st.Name] = st.ContainerID
+		}
+	}
+	var targets []collector.Target
+	ctrs := map[string]rsContainer{}
+	for _, spec := range p.Spec.Containers {
+		id, ok := ids[spec.Name]
+		if !ok {
+			continue
+		}
+		path, err := r.c.cgroups.ContainerPath(string(p.UID), info.QoS, id)
+		if err != nil {
+			continue
+		}
+		dirs, err := r.c.cgroups.Layout().DirsAt(path)
+		if err != nil {
+			continue
+		}
+		key := string(wl) + "/" + spec.Name
+		targets = append(targets, collector.Target{Key: key, PodUID: string(p.UID), Pod: keyOf(p.Namespace, p.Name), Container: spec.Name, ID: id, Dirs: dirs})
+		ctrs[spec.Name] = rsContainer{id: id, path: path, memDir: dirs.Memory}
+		req, lim := requirementsOf(spec.Resources)
+		r.engine.SetResources(key, recommend.Resources{CPURequest: req.CPU, CPULimit: lim.CPU, MemoryRequest: req.Memory, MemoryLimit: lim.Memory})
+	}
+	if err := r.coll.Set(string(p.UID), targets); err != nil {
+		r.c.log.V(1).Info("sampling a container failed; retried at its next event", "pod", keyOf(p.Namespace, p.Name), "err", err.Error())
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rp := r.pods[string(p.UID)]
+	if rp == nil {
+		rp = &rsPod{ref: podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}}
+		r.pods[string(p.UID)] = rp
+	}
+	rp.workload, rp.qos = wl, info.QoS
+	for name, old := range rp.containers {
+		if cur, ok := ctrs[name]; !ok || cur.memDir != old.memDir {
+			r.unwatchLocked(old.memDir)
+		}
+	}
+	rp.containers = ctrs
+	for name, c := range ctrs {
+		if r.oom == nil {
+			break
+		}
+		if _, ok := r.dirs[c.memDir]; ok {
+			continue
+		}
+		if err := r.oom.Watch(c.memDir); err == nil {
+			r.dirs[c.memDir] = ctrRef{uid: string(p.UID), container: name}
+		}
+	}
+	if fp := r.fingerprint(p); fp != rp.fingerprint {
+		rp.fingerprint, rp.next = fp, time.Time{}
+	}
+}
+
+func (r *rightsizer) unwatchLocked(dir string) {
+	if _, ok := r.dirs[dir]; ok && r.oom != nil {
+		r.oom.Unwatch(dir)
+	}
+	delete(r.dirs, dir)
+}
+
+// untrack stops sampling and watching a pod.
+func (r *rightsizer) untrack(uid string) {
+	r.coll.Remove(uid)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rp, ok := r.pods[uid]
+	if !ok {
+		return
+	}
+	for _, c := range rp.containers {
+		r.unwatchLocked(c.memDir)
+		delete(r.last, c.id)
+	}
+	delete(r.pods, uid)
+}
+
+// fingerprint is what a pod's decision rests on besides usage: the
+// policies that select it (and their generations) and its own annotations.
+func (r *rightsizer) fingerprint(p *corev1.Pod) string {
+	var b strings.Builder
+	if pi := r.policies(); pi != nil {
+		for _, pol := range pi.match(p) {
+			fmt.Fprintf(&b, "%s@%d,", pol.Name, pol.Generation)
+		}
+	}
+	for _, k := range []string{v1alpha1.AnnotationResize, v1alpha1.AnnotationTargetSaturation, v1alpha1.AnnotationResizePausedUntil} {
+		b.WriteString(p.Annotations[k] + ",")
+	}
+	return b.String()
+}
+
+// requirementsOf reads a container's requests and limits in cores and
+// bytes, saturated like every amount the agent takes from a spec.
+func requirementsOf(r corev1.ResourceRequirements) (req, lim rightsize.Resources) {
+	cpu := func(l corev1.ResourceList) float64 {
+		q, ok := l[corev1.ResourceCPU]
+		if !ok {
+			return 0
+		}
+		return float64(milliOf(q)) / 1000
+	}
+	mem := func(l corev1.ResourceList) float64 {
+		q, ok := l[corev1.ResourceMemory]
+		if !ok || q.Sign() <= 0 {
+			return 0
+		}
+		if q.Cmp(*resource.NewQuantity(1<<50, resource.BinarySI)) > 0 {
+			return 1 << 50 // a petabyte: as good as unlimited, and no overflow
+		}
+		return float64(q.Value())
+	}
+	return rightsize.Resources{CPU: cpu(r.Requests), Memory: mem(r.Requests)}, rightsize.Resources{CPU: cpu(r.Limits), Memory: mem(r.Limits)}
+}
+
+// resizeState reads the kubelet's word on the pod's last resize from its
+// conditions (Kubernetes 1.33+: PodResizePending with reason Deferred or
+// Infeasible, PodResizeInProgress), or from status resources lagging spec.
+func resizeState(p *corev1.Pod) (string, string) {
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case corev1.PodResizePending:
+			return c.Reason, c.Message
+		case corev1.PodResizeInProgress:
+			return "InProgress", c.Message
+		}
+	}
+	return "", ""
+}
+
+// decideLoop decides for the pods whose step is due after each sampling
+// round, and at once when a policy changes.
+func (r *rightsizer) decideLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.due:
+		}
+		r.decideAll(time.Now())
+	}
+}
+
+// decideAll decides for every tracked pod whose step is due.
+func (r *rightsizer) decideAll(now time.Time) {
+	r.mu.Lock()
+	uids := make([]string, 0, len(r.pods))
+	for uid, rp := range r.pods {
+		if !now.Before(rp.next) {
+			uids = append(uids, uid)
+		}
+	}
+	r.mu.Unlock()
+	sort.Strings(uids)
+	for _, uid := range uids {
+		p := r.c.podByUID(uid)
+		if p == nil {
+			continue
+		}
+		r.decide(p, now)
+	}
+}
+
+// decide makes one pod's decision and acts on it.
+func (r *rightsizer) decide(p *corev1.Pod, now time.Time) {
+	in, step := r.input(p, now)
+	d := rightsize.Decide(r.engine, in, now)
+	r.c.metrics.rsDecisions.WithLabelValues(d.State).Inc()
+	r.mu.Lock()
+	rp := r.pods[string(p.UID)]
+	if rp == nil {
+		r.mu.Unlock()
+		return
+	}
+	prev := rp.decision
+	rp.decision, rp.next = d, now.Add(step)
+	rp.state, rp.reason = d.State, d.Why
+	r.mu.Unlock()
+	ref := &podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}
+	switch {
+	case d.Warning && (prev.State != d.State || prev.Why != d.Why):
+		reason := "RightsizePolicyConflict"
+		if d.State == rightsize.StateInvalid {
+			reason = "RightsizeInvalid"
+		}
+		r.c.events.emit(ref, pools.Event{Warning: true, Reason: reason, Message: d.Why})
+	case d.State == rightsize.StateDryRun && changedTargets(prev, d):
+		r.c.metrics.recChanges.Inc()
+		r.c.events.emit(ref, pools.Event{Reason: "RecommendationChanged", Message: "dry run: " + summarize(d)})
+	}
+	if d.Apply {
+		want := map[string]rightsize.Requirements{}
+		for _, cd := range d.Containers {
+			if cd.Changed {
+				want[cd.Name] = cd.To
+			}
+		}
+		r.apply.request(p, want, "Resize", summarize(d))
+	}
+	r.annotate(p)
+}
+
+// input builds the decision's view of a pod and the step after which it
+// is decided again.
+func (r *rightsizer) input(p *corev1.Pod, now time.Time) (rightsize.Pod, time.Duration) {
+	in := rightsize.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, QoS: string(qosClass(p))}
+	if pi := r.policies(); pi != nil {
+		in.Policies = pi.match(p)
+	}
+	in.Override, in.OverrideErr = rightsize.ParsePodOverride(p.Annotations)
+	in.Resize, in.ResizeMessage = resizeState(p)
+	exclusive := r.c.holdsExclusive(p)
+	written := r.apply.values(string(p.UID)) // where the cgroups, not the spec, hold the values
+	r.mu.Lock()
+	rp := r.pods[string(p.UID)]
+	for _, spec := range p.Spec.Containers {
+		req, lim := requirementsOf(spec.Resources)
+		c := rightsize.Container{Name: spec.Name, Key: string(rp.workload) + "/" + spec.Name,
+			Spec: rightsize.Requirements{Requests: req, Limits: lim}, ExclusiveCPUs: exclusive}
+		if v, ok := written[spec.Name]; ok {
+			c.Spec = v
+		}
+		if ctr, ok := rp.containers[spec.Name]; ok {
+			s := r.last[ctr.id]
+			c.Usage, c.WorkingSet = s.usage, s.workingSet
+		}
+		if f := rp.oomFloor[spec.Name]; f > 0 && now.Before(rp.oomFloorUntil) {
+			// A recent OOM bump: memory stays at least where it was raised.
+			c.WorkingSet = math.Max(c.WorkingSet, f/(1+rightsize.MemoryMargin))
+			c.Usage = math.Max(c.Usage, f/(1+rightsize.MemoryMargin))
+		}
+		in.Containers = append(in.Containers, c)
+	}
+	r.mu.Unlock()
+	step := rightsize.DefaultStep
+	if len(in.Policies) == 1 {
+		step = in.Policies[0].Step
+	}
+	return in, step
+}
+
+// holdsExclusive says whether the pod runs on cores of its own (the pools'
+// or the kubelet's static CPU manager's).
+func (c *controller) holdsExclusive(p *corev1.Pod) bool {
+	if _, ok := c.pools.State().Assignment(string(p.UID)); ok {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.kubelet.holds(string(p.UID), keyOf(p.Namespace, p.Name))
+}
+
+func changedTargets(a, b rightsize.Decision) bool {
+	if len(a.Containers) != len(b.Containers) {
+		return true
+	}
+	for i := range a.Containers {
+		if a.Containers[i].To != b.Containers[i].To {
+			return true
+		}
+	}
+	return false
+}
+
+// summarize says what a decision changes, for Events.
+func summarize(d rightsize.Decision) string {
+	var parts []string
+	for _, cd := range d.Containers {
+		if !cd.Changed {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s: cpu %s→%s, memory %s→%s", cd.Name,
+			local.FormatCPU(cd.From.Requests.CPU), local.FormatCPU(cd.To.Requests.CPU),
+			local.FormatMemory(cd.From.Requests.Memory), local.FormatMemory(cd.To.Requests.Memory)))
+	}
+	if len(parts) == 0 {
+		return "no change"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// annotate queues the pod's cgpilot.io/recommendation annotation when it
+// differs from what is on the pod.
+func (r *rightsizer) annotate(p *corev1.Pod) {
+	r.mu.Lock()
+	rp := r.pods[string(p.UID)]
+	if rp == nil {
+		r.mu.Unlock()
+		return
+	}
+	value := ""
+	if rp.decision.State != rightsize.StateOff || rp.decision.Policy != "" {
+		value = recommendationOf(rp).Encode()
+	}
+	key := keyOf(p.Namespace, p.Name)
+	current, has := p.Annotations[v1alpha1.AnnotationRecommendation]
+	if (value == "" && !has) || (value != "" && value == current) {
+		r.mu.Unlock()
+		return
+	}
+	r.pendingRec[key] = pendingRecommendation{uid: string(p.UID), value: value}
+	r.mu.Unlock()
+	r.c.statusQ.Add(recKeyPrefix + key)
+}
+
+// recKeyPrefix marks recommendation annotation keys on the status queue.
+const recKeyPrefix = "rec\x00"
+
+// recommendationOf is the annotation of a tracked pod. r.mu held.
+func recommendationOf(rp *rsPod) local.Recommendation {
+	d := rp.decision
+	out := local.Recommendation{Policy: d.Policy, Preset: d.Preset, Mode: string(d.Mode), State: rp.state, Reason: rp.reason}
+	if !rp.lastApplied.IsZero() {
+		t := rp.lastApplied.UTC().Truncate(time.Second)
+		out.LastApplied = &t
+	}
+	for _, cd := range d.Containers {
+		cr := local.ContainerRecommendation{Name: cd.Name}
+		if rec := cd.Recommendation; rec != nil {
+			cr.CPU = &local.ResourceRecommendation{Target: local.FormatCPU(rec.CPU.Target), Lower: local.FormatCPU(rec.CPU.Lower), Upper: local.FormatCPU(rec.CPU.Upper),
+				Request: local.FormatCPU(cd.From.Requests.CPU), Note: cd.CPUNote, Explain: rec.CPU.Explain.String()}
+			cr.Memory = &local.ResourceRecommendation{Target: local.FormatMemory(rec.Memory.Target), Lower: local.FormatMemory(rec.Memory.Lower), Upper: local.FormatMemory(rec.Memory.Upper),
+				Request: local.FormatMemory(cd.From.Requests.Memory), Note: cd.MemoryNote, Explain: rec.Memory.Explain.String()}
+			if cd.From.Limits.CPU > 0 {
+				cr.CPU.Limit = local.FormatCPU(cd.From.Limits.CPU)
+			}
+			if cd.From.Limits.Memory > 0 {
+				cr.Memory.Limit = local.FormatMemory(cd.From.Limits.Memory)
+			}
+			if cd.Changed {
+				cr.CPU.Next, cr.Memory.Next = local.FormatCPU(cd.To.Requests.CPU), local.FormatMemory(cd.To.Requests.Memory)
+			}
+		}
+		out.Containers = append(out.Containers, cr)
+	}
+	return out
+}
+
+// setState records what happened to the pod's last change (the applier
+// and the OOM path report through it) and refreshes the annotation.
+func (r *rightsizer) setState(uid, state, reason string, applied bool) {
+	r.mu.Lock()
+	rp := r.pods[uid]
+	if rp != nil {
+		rp.state, rp.reason = state, reason
+		if applied {
+			rp.lastApplied = time.Now()
+		}
+	}
+	r.mu.Unlock()
+	if rp == nil {
+		return
+	}
+	if p := r.c.podByUID(uid); p != nil {
+		r.annotate(p)
+	}
+}
+
+// writeRecommendation patches one pod's recommendation annotation (the
+// status worker calls it for recKeyPrefix keys).
+func (r *rightsizer) writeRecommendation(ctx context.Context, key string) error {
+	r.mu.Lock()
+	pr, ok := r.pendingRec[key]
+	r.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	drop := func() {
+		r.mu.Lock()
+		if cur, ok := r.pendingRec[key]; ok && cur == pr {
+			delete(r.pendingRec, key)
+		}
+		r.mu.Unlock()
+	}
+	ns, name, _ := strings.Cut(key, "/")
+	pod, err := r.c.lister.Pods(ns).Get(name)
+	if err != nil || string(pod.UID) != pr.uid {
+		drop()
+		return nil
+	}
+	var v any = pr.value
+	if pr.value == "" {
+		v = nil // merge patch: remove
+	}
+	if err := r.c.patchAnnotations(ctx, pod, map[string]any{v1alpha1.AnnotationRecommendation: v}); err != nil {
+		return err
+	}
+	drop()
+	return nil
+}
+
+// newRightsizer builds the right-sizing part from the config: sampling,
+// the recommenders (from their checkpoints), the history and the OOM
+// watcher. Nothing here talks to the API server.
+func (c *controller) newRightsizer() error {
+	rc := c.cfg.Rightsizing
+	engine, warns, err := rightsize.NewEngine(rightsize.EngineOptions{CheckpointDir: rc.StateDir})
+	if err != nil {
+		return fmt.Errorf("%w: %w (roll the agent forward, or delete the file to start the histograms afresh)", ErrInvalidConfig, err)
+	}
+	for _, w := range warns {
+		c.log.Error(w, "recommender checkpoint unusable: moved aside, its histograms start afresh")
+		c.events.emit(nil, pools.Event{Warning: true, Reason: local.EventCheckpointCorrupt, Message: w.Error() + "; the histograms start afresh"})
+	}
+	hist, err := history.Open(history.Options{Dir: filepath.Join(rc.StateDir, "history"), Retention: rc.HistoryRetention.Duration, MaxBytes: rc.HistoryMaxBytes})
+	if err != nil {
+		return err
+	}
+	var oom *oomwatch.Watcher
+	if rc.OOMWatch != "off" {
+		backend := map[string]oomwatch.Backend{"auto": oomwatch.BackendAuto, "bpf": oomwatch.BackendBPF, "counters": oomwatch.BackendCounters}[rc.OOMWatch]
+		oom, err = oomwatch.New(oomwatch.Config{Backend: backend, Logger: c.log.WithName("oomwatch")})
+		if err != nil {
+			if rc.OOMWatch != "auto" {
+				return fmt.Errorf("%w: rightsizing.oomWatch=%s: %w", ErrInvalidConfig, rc.OOMWatch, err)
+			}
+			c.log.Error(err, "OOM watcher unavailable: OOM kills reach the histograms only through the cgroup counters' next sample, and memory is not raised at once")
+			oom = nil
+		} else {
+			c.log.Info("OOM watcher", "backend", oom.Backend().String(), "reason", oom.Reason())
+		}
+	}
+	r := newRightsizer(c, engine, nil, hist, oom)
+	r.coll = collector.New(collector.Options{Interval: rc.SampleInterval.Duration, Registerer: c.metrics.reg, Sinks: []collector.Sink{engine, hist, r}})
+	r.apply = newApplier(c, false)
+	r.apply.r = r
+	c.rs = r
+	return nil
+}
+
+// start discovers what the API server offers (pods/resize, the
+// RightsizePolicy CRD) and starts sampling, deciding, applying and the OOM
+// path; they stop with ctx.
+func (r *rightsizer) start(ctx context.Context) {
+	api, err := resizeServed(r.c.cs.Discovery())
+	switch {
+	case err != nil:
+		r.c.log.Error(err, "discovery failed; assuming pods/resize is served and retrying on failure")
+		api = true
+	case !api:
+		r.c.log.Info("the API server does not serve pods/resize: changes are written to the cgroups directly, and the scheduler does not see them")
+	}
+	r.apply.api = api
+	r.watchPolicies(ctx)
+	go r.coll.Run(ctx)
+	go r.decideLoop(ctx, r.c.cfg.Rightsizing.SampleInterval.Duration)
+	go r.apply.run(ctx)
+	go func() {
+		<-ctx.Done()
+		r.apply.q.ShutDown()
+	}()
+	if r.oom != nil {
+		go r.oomLoop(ctx)
+	}
+	go r.checkpointLoop(ctx, r.c.cfg.Rightsizing.CheckpointInterval.Duration)
+}
+
+// watchPolicies starts the RightsizePolicy and namespace informers once the
+// CRD is served; without it, sampling and history go on and sweep tries
+// again.
+func (r *rightsizer) watchPolicies(ctx context.Context) {
+	if r.policies() != nil {
+		return
+	}
+	if err := rightsizeAPIPresent(r.c.cs.Discovery()); err != nil {
+		if !r.warnedNoCRD {
+			r.c.log.Info("right-sizing waits for its API: sampling and history go on", "reason", err.Error())
+			r.warnedNoCRD = true
+		}
+		return
+	}
+	dyn, err := dynamic.NewForConfig(r.c.restCfg)
+	if err != nil {
+		r.c.log.Error(err, "RightsizePolicy client")
+		return
+	}
+	nsFactory := informers.NewSharedInformerFactory(r.c.cs, r.c.cfg.ResyncPeriod)
+	pi, err := newPolicyIndex(dyn, nsFactory, r.c.cfg.ResyncPeriod, r.policyChanged)
+	if err != nil {
+		r.c.log.Error(err, "RightsizePolicy informer")
+		return
+	}
+	nsFactory.Start(ctx.Done())
+	go pi.informer.Run(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), pi.informer.HasSynced, nsFactory.Core().V1().Namespaces().Informer().HasSynced) {
+		return
+	}
+	r.dyn = dyn
+	r.policiesP.Store(pi)
+	r.c.log.Info("RightsizePolicies watched", "policies", len(pi.all()))
+	r.policyChanged()
+}
+
+// sweep runs with the controller's sweep: the CRD may have appeared, the
+// presets in use may have changed, cgroup values written without
+// pods/resize are re-asserted, and policy statuses are written.
+func (r *rightsizer) sweep(ctx context.Context) {
+	r.watchPolicies(ctx)
+	if pi := r.policies(); pi != nil {
+		if warns, err := r.engine.UsePresets(pi.presets()); err != nil {
+			r.c.log.Error(err, "a preset's recommender")
+		} else {
+			for _, w := range warns {
+				r.c.log.Error(w, "recommender checkpoint unusable: moved aside")
+			}
+		}
+		r.writePolicyStatus(ctx)
+	}
+	if !r.apply.api {
+		r.apply.reassert()
+	}
+	if n, err := r.hist.Dropped(); n > 0 && err != nil {
+		r.c.log.V(1).Info("history rows dropped", "rows", n, "reason", err.Error())
+	}
+}
+
+// checkpointLoop saves the histograms every interval.
+func (r *rightsizer) checkpointLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := r.engine.Save(time.Now()); err != nil {
+				r.c.log.Error(err, "recommender checkpoint; retried at the next interval")
+			}
+		}
+	}
+}
+
+// stop saves what must survive a restart.
+func (r *rightsizer) stop() {
+	if err := r.engine.Save(time.Now()); err != nil {
+		r.c.log.Error(err, "recommender checkpoint at shutdown")
+	}
+	r.hist.Flush()
+	if r.oom != nil {
+		_ = r.oom.Close()
+	}
+}
+
+// views are the local API's right-sizing views of every tracked container.
+func (r *rightsizer) views() []local.RecView {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []local.RecView
+	for _, rp := range r.pods {
+		out = append(out, r.viewsOfLocked(rp)...)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if a.Pod != b.Pod {
+			return a.Pod < b.Pod
+		}
+		return a.Container < b.Container
+	})
+	return out
+}
+
+// viewsOfLocked are one pod's views. r.mu held.
+func (r *rightsizer) viewsOfLocked(rp *rsPod) []local.RecView {
+	var out []local.RecView
+	d := rp.decision
+	byName := map[string]rightsize.ContainerDecision{}
+	for _, cd := range d.Containers {
+		byName[cd.Name] = cd
+	}
+	names := make([]string, 0, len(rp.containers))
+	for n := range rp.containers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		key := string(rp.workload) + "/" + name
+		v := local.RecView{Namespace: rp.ref.Namespace, Pod: rp.ref.Name, Container: name, Workload: string(rp.workload),
+			Policy: d.Policy, Mode: string(d.Mode), State: rp.state, Why: rp.reason, Recommendation: "-"}
+		if v.State == "" {
+			v.State = "Pending"
+		}
+		if u, ok := r.engine.Usage(key); ok {
+			v.CPUP50, v.CPUP95, v.CPUMax = u.CPUP50, u.CPUP95, u.CPUMax
+			v.MemP50, v.MemP95, v.MemMax = u.MemP50, u.MemP95, u.MemMax
+		}
+		if cd, ok := byName[name]; ok {
+			v.Request = local.FormatCPU(cd.From.Requests.CPU) + "/" + local.FormatMemory(cd.From.Requests.Memory)
+			v.Limit = local.FormatCPU(cd.From.Limits.CPU) + "/" + local.FormatMemory(cd.From.Limits.Memory)
+			if rec := cd.Recommendation; rec != nil {
+				v.Recommendation = local.FormatCPU(rec.CPU.Target) + "/" + local.FormatMemory(rec.Memory.Target)
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// explain adds a pod's right-sizing to its explain view.
+func (r *rightsizer) explain(uid string, v *local.ExplainView) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rp, ok := r.pods[uid]
+	if !ok {
+		return
+	}
+	rec := recommendationOf(rp)
+	v.Rightsizing = &rec
+	v.Usage = map[string]local.RecView{}
+	for _, rv := range r.viewsOfLocked(rp) {
+		v.Usage[rv.Container] = rv
+	}
+}

@@ -1,0 +1,122 @@
+package agent
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// workload.go: which workload a pod belongs to, so the pods of one
+// workload on the node share one usage history per container name, as VPA
+// aggregates them: ReplicaSet → Deployment, Job → CronJob, StatefulSet,
+// DaemonSet, any other controller by its own kind, and a bare pod by its
+// own name.
+
+// workloadRef names a workload: "namespace/Kind/name".
+type workloadRef string
+
+// ownerCache resolves and remembers the owners of ReplicaSets and Jobs
+// (one GET each, the first time a pod of theirs is seen).
+type ownerCache struct {
+	cs kubernetes.Interface
+	mu sync.Mutex
+	// parents maps an intermediate owner's UID to its own controller (or
+	// to itself when it has none).
+	parents map[types.UID]parentRef
+}
+
+type parentRef struct {
+	kind, name string
+	at         time.Time
+}
+
+// ownerTTL bounds how long a resolved owner is trusted (a ReplicaSet
+// adopted by another Deployment is rare, a deleted one common).
+const ownerTTL = 30 * time.Minute
+
+func newOwnerCache(cs kubernetes.Interface) *ownerCache {
+	return &ownerCache{cs: cs, parents: map[types.UID]parentRef{}}
+}
+
+func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
+	for i := range refs {
+		if refs[i].Controller != nil && *refs[i].Controller {
+			return &refs[i]
+		}
+	}
+	return nil
+}
+
+// workloadOf resolves p's workload. When the API is away it falls back to
+// the direct controller (the ReplicaSet or Job), which is stable for the
+// pod's life, so samples are never lost.
+func (o *ownerCache) workloadOf(ctx context.Context, p *corev1.Pod) workloadRef {
+	ref := controllerOf(p.OwnerReferences)
+	if ref == nil {
+		return workloadRef(p.Namespace + "/Pod/" + p.Name)
+	}
+	kind, name := ref.Kind, ref.Name
+	if kind == "ReplicaSet" || kind == "Job" {
+		if parent, ok := o.parent(ctx, p.Namespace, ref); ok {
+			kind, name = parent.kind, parent.name
+		}
+	}
+	return workloadRef(p.Namespace + "/" + kind + "/" + name)
+}
+
+func (o *ownerCache) parent(ctx context.Context, ns string, ref *metav1.OwnerReference) (parentRef, bool) {
+	o.mu.Lock()
+	pr, ok := o.parents[ref.UID]
+	o.mu.Unlock()
+	if ok && time.Since(pr.at) < ownerTTL {
+		return pr, true
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var owners []metav1.OwnerReference
+	var err error
+	switch ref.Kind {
+	case "ReplicaSet":
+		var rs interface {
+			GetOwnerReferences() []metav1.OwnerReference
+		}
+		rs, err = o.cs.AppsV1().ReplicaSets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+		if err == nil {
+			owners = rs.GetOwnerReferences()
+		}
+	case "Job":
+		var job interface {
+			GetOwnerReferences() []metav1.OwnerReference
+		}
+		job, err = o.cs.BatchV1().Jobs(ns).Get(ctx, ref.Name, metav1.GetOptions{})
+		if err == nil {
+			owners = job.GetOwnerReferences()
+		}
+	}
+	switch {
+	case err == nil:
+		pr = parentRef{kind: ref.Kind, name: ref.Name, at: time.Now()}
+		if up := controllerOf(owners); up != nil {
+			pr.kind, pr.name = up.Kind, up.Name
+		}
+	case apierrors.IsNotFound(err):
+		// The owner is gone (a finished Job's pods linger): name the pod
+		// by its direct owner, for good.
+		pr = parentRef{kind: ref.Kind, name: ref.Name, at: time.Now()}
+	default:
+		return parentRef{}, false // API away: the caller falls back, not cached
+	}
+	o.mu.Lock()
+	if len(o.parents) > 10000 {
+		clear(o.parents)
+	}
+	o.parents[ref.UID] = pr
+	o.mu.Unlock()
+	return pr, true
+}

@@ -1,0 +1,105 @@
+package local
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// Right-sizing on the wire: the cgpilot.io/recommendation annotation the
+// agent writes on each pod a RightsizePolicy selects, and the local API's
+// view behind `cgpilotctl recs`.
+
+// PathRecs is the local API path of []RecView.
+const PathRecs = "/v1/recs"
+
+// PathHistory streams the node's usage history as a trace CSV (?since=7d).
+const PathHistory = "/v1/history"
+
+// Recommendation is the JSON of the cgpilot.io/recommendation annotation.
+type Recommendation struct {
+	Policy string `json:"policy,omitempty"`
+	Preset string `json:"preset,omitempty"`
+	Mode   string `json:"mode"`
+	// State is the last decision: Resize, Applied, DryRun, Unchanged,
+	// InsufficientHistory, Paused, AvoidWindow, ResizePending,
+	// NotAdjustable, Conflict, InvalidAnnotation, Failed.
+	State       string                    `json:"state"`
+	Reason      string                    `json:"reason,omitempty"`
+	LastApplied *time.Time                `json:"lastApplied,omitempty"`
+	Containers  []ContainerRecommendation `json:"containers,omitempty"`
+}
+
+// ContainerRecommendation is one container's part of a Recommendation.
+type ContainerRecommendation struct {
+	Name   string                  `json:"name"`
+	CPU    *ResourceRecommendation `json:"cpu,omitempty"`
+	Memory *ResourceRecommendation `json:"memory,omitempty"`
+}
+
+// ResourceRecommendation is one resource: the recommendation (Kubernetes
+// quantities) and, when the agent changes it, what it sets; Note says why
+// the container's value does not simply follow the target.
+type ResourceRecommendation struct {
+	Target  string `json:"target"`
+	Lower   string `json:"lower"`
+	Upper   string `json:"upper"`
+	Request string `json:"request,omitempty"` // in force (the pod spec)
+	Limit   string `json:"limit,omitempty"`
+	Next    string `json:"next,omitempty"` // the request being set
+	Note    string `json:"note,omitempty"`
+	// Explain: the objective, percentile and margin the target came from
+	// and the realised violation rate.
+	Explain string `json:"explain,omitempty"`
+}
+
+// Encode returns the annotation value.
+func (r Recommendation) Encode() string {
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+// RecView is one container in `cgpilotctl recs`.
+type RecView struct {
+	Namespace string `json:"namespace"`
+	Pod       string `json:"pod"`
+	Container string `json:"container"`
+	Workload  string `json:"workload"`
+	// Usage of the workload container from its histograms: CPU in cores,
+	// memory in bytes (percentiles over the decayed history).
+	CPUP50, CPUP95, CPUMax float64
+	MemP50, MemP95, MemMax float64
+	Request, Limit         string // "cpu/memory" in force
+	Recommendation         string // "cpu/memory" target, "-" without enough history
+	Policy, Mode, State    string
+	Why                    string `json:"why,omitempty"`
+}
+
+// FormatCPU writes cores as a Kubernetes quantity in whole millicores.
+func FormatCPU(cores float64) string {
+	if cores <= 0 || math.IsNaN(cores) || math.IsInf(cores, 0) {
+		return "0"
+	}
+	m := int64(math.Ceil(cores*1000 - 1e-6))
+	if m%1000 == 0 {
+		return strconv.FormatInt(m/1000, 10)
+	}
+	return strconv.FormatInt(m, 10) + "m"
+}
+
+// FormatMemory writes bytes as a Kubernetes quantity (Mi or Gi when exact).
+func FormatMemory(bytes float64) string {
+	if bytes <= 0 || math.IsNaN(bytes) || math.IsInf(bytes, 0) {
+		return "0"
+	}
+	b := int64(math.Ceil(bytes - 1e-6))
+	switch {
+	case b%(1<<30) == 0:
+		return fmt.Sprintf("%dGi", b>>30)
+	case b%(1<<20) == 0:
+		return fmt.Sprintf("%dMi", b>>20)
+	}
+	return strconv.FormatInt(b, 10)
+}
