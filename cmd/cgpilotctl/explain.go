@@ -54,6 +54,36 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(tw, "CGROUP\t%s\tcpuset.cpus=%s\n", c.Path, val)
 	}
+	if rs := v.Rightsizing; rs != nil {
+		fmt.Fprintf(tw, "RIGHTSIZING\tpolicy %s, preset %s, mode %s: %s\n", dash(rs.Policy), dash(rs.Preset), dash(rs.Mode), rs.State)
+		if rs.Reason != "" {
+			fmt.Fprintf(tw, "WHY\t%s\n", rs.Reason)
+		}
+		if rs.LastApplied != nil {
+			fmt.Fprintf(tw, "LAST APPLIED\t%s\n", rs.LastApplied.Format("2006-01-02 15:04:05Z07:00"))
+		}
+		for _, c := range rs.Containers {
+			for _, r := range []struct {
+				name string
+				rec  *local.ResourceRecommendation
+			}{{"cpu", c.CPU}, {"memory", c.Memory}} {
+				if r.rec == nil {
+					continue
+				}
+				line := fmt.Sprintf("%s %s: request %s, target %s (%s..%s)", c.Name, r.name, dash(r.rec.Request), r.rec.Target, r.rec.Lower, r.rec.Upper)
+				if r.rec.Next != "" {
+					line += ", next " + r.rec.Next
+				}
+				if r.rec.Note != "" {
+					line += " [" + r.rec.Note + "]"
+				}
+				fmt.Fprintf(tw, "RECOMMENDED\t%s\n", line)
+				if r.rec.Explain != "" {
+					fmt.Fprintf(tw, "\t%s\n", r.rec.Explain)
+				}
+			}
+		}
+	}
 	tw.Flush()
 	if len(v.Events) > 0 {
 		fmt.Fprintln(stdout)
