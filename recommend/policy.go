@@ -323,10 +323,14 @@ type ResourceOverrides struct {
 	MaxAllowed       *float64 `json:"maxAllowed,omitempty"`
 }
 
-// Overrides are ResourceOverrides for CPU (cores) and memory (bytes).
+// Overrides are ResourceOverrides for CPU (cores) and memory (bytes), and
+// the history a container needs before its first recommendation.
 type Overrides struct {
 	CPU    ResourceOverrides `json:"cpu"`
 	Memory ResourceOverrides `json:"memory"`
+	// MinHistory replaces the policy's MinHistory (the cgpilot engine's;
+	// the vpa engine has none).
+	MinHistory *Duration `json:"minHistory,omitempty"`
 }
 
 // WithOverrides returns p with o applied and validated, or an error
@@ -338,6 +342,15 @@ type Overrides struct {
 func (p Policy) WithOverrides(o Overrides) (Policy, error) {
 	bad := func(res, field string, v any) error {
 		return fmt.Errorf("%w: %s: override %s.%s = %v", ErrInvalidPolicy, p.Name, res, field, v)
+	}
+	if o.MinHistory != nil {
+		if *o.MinHistory < 0 {
+			return Policy{}, bad("policy", "minHistory", time.Duration(*o.MinHistory))
+		}
+		p.MinHistory = *o.MinHistory
+		// A short required history also shortens the confidence ramp, so
+		// the first targets are not widened for a day.
+		p.ConfidenceHistory = min(p.ConfidenceHistory, Duration(4*time.Duration(*o.MinHistory)))
 	}
 	for _, x := range []struct {
 		name string

@@ -267,7 +267,7 @@ func (r *Recommender) overridden(o Overrides) (*Policy, error) {
 
 // OverridesKey is Overrides by value (Overrides holds pointers), for
 // maps and comparisons.
-type OverridesKey [10]struct {
+type OverridesKey [11]struct {
 	Set bool
 	V   float64
 }
@@ -280,6 +280,9 @@ func (o Overrides) Key() OverridesKey {
 		if p != nil {
 			k[i].Set, k[i].V = true, *p
 		}
+	}
+	if o.MinHistory != nil {
+		k[10].Set, k[10].V = true, float64(*o.MinHistory)
 	}
 	return k
 }

@@ -227,6 +227,12 @@ func startNodeAgent(t *testing.T, tweak func(*agent.Config)) (*harness.Node, kub
 	bins := tier.Node(t)
 	cp := harness.MustStart(t, bins, harness.Options{Controllers: true})
 	n := harness.MustStartNode(t, cp, harness.NodeOptions{})
+	return n, cp.Client, startAgentOn(t, cp, n, tweak)
+}
+
+// startAgentOn runs the agent for node n until the test ends.
+func startAgentOn(t *testing.T, cp *harness.ControlPlane, n *harness.Node, tweak func(*agent.Config)) nodeAgent {
+	t.Helper()
 	cfg := agent.DefaultConfig()
 	cfg.NodeName = n.Name()
 	cfg.CheckpointPath = filepath.Join(t.TempDir(), "cpu_pools.checkpoint")
@@ -259,5 +265,5 @@ func startNodeAgent(t *testing.T, tweak func(*agent.Config)) (*harness.Node, kub
 	if all.Size() < 2 {
 		t.Skip("node tier: needs 2 CPUs")
 	}
-	return n, cp.Client, nodeAgent{cfg: cfg, all: all, kp: kp}
+	return nodeAgent{cfg: cfg, all: all, kp: kp}
 }
