@@ -236,6 +236,7 @@ func FuzzParseInterrupts(f *testing.F) {
 	f.Add([]byte("CPU0\n 1: 0 x y z\n"))
 	f.Add([]byte("CPU0 CPU1\n 0: 1\nERR: 0\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		checkBounds(t, "parseInterrupts", len(b), interruptsAllocFactor, func() { _, _ = parseInterrupts(b) })
 		lines, err := parseInterrupts(b)
 		if err != nil {
 			return
