@@ -10,7 +10,7 @@ CACHE_DIR ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/cgpilot
 # Test packages per tier. A pattern whose directory holds no Go files yet is
 # skipped, so the targets work while the packages are being written.
 V2_PKGS ?= ./test/v2/... ./cgroup/... ./test/cgtest/... ./agent/...
-E2E_PKGS ?= ./test/e2e/... ./test/harness/... ./agent/...
+E2E_PKGS ?= ./test/e2e/... ./test/harness/... ./test/deploy/... ./api/...
 # make test-v2 PKG=./cgroup/... runs just that in the VM.
 PKG ?=
 # Extra go test flags, e.g. TESTFLAGS='-run TestX -v'.
@@ -39,8 +39,8 @@ help:
 	@echo "test-e2e    real etcd + kube-apiserver (+ kubelet/containerd as root): $(E2E_PKGS)"
 	@echo "bench       go test -bench over all packages"
 	@echo "fuzz        each FuzzXxx target for FUZZTIME=$(FUZZTIME)"
-	@echo "generate    regenerate the eBPF objects (clang-19, llvm-19, libbpf-dev) and fail if the committed ones differ"
-	@echo "lint        gofmt, go vet, staticcheck $(STATICCHECK_VERSION), hack/check-imports.sh"
+	@echo "generate    regenerate the API deepcopy, CRDs, chart copies and eBPF objects; fail if the committed ones differ"
+	@echo "lint        gofmt, go vet, staticcheck $(STATICCHECK_VERSION), hack/check-imports.sh, helm lint"
 	@echo "deps        apt packages (as root), Kubernetes binaries, v2 VM kernel"
 	@echo "demo        (root) the agent DaemonSet on a local single-node cluster: exclusive and shared pools, shown live"
 	@echo "demo-down   remove everything make demo started"
@@ -67,7 +67,11 @@ test:
 
 # test/vpacompat is its own module (it imports upstream VPA, which the main
 # module must not carry): it proves the VPA mode equals VPA 1.8.1.
+# The pinned tools (controller-gen, helm) are built first, with progress,
+# so that the tests that use them find them warm.
 test-unit:
+	hack/tool.sh controller-gen >/dev/null
+	hack/tool.sh helm >/dev/null
 	$(GO) vet ./...
 	$(GO) test $(TESTFLAGS) ./...
 	cd test/vpacompat && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
@@ -84,8 +88,8 @@ test-v2:
 	echo "test/v2vm/run.sh $$pkgs $(TESTFLAGS)"; \
 	test/v2vm/run.sh $$pkgs $(TESTFLAGS)
 
-# The agent's e2e tests drive real kubelet-style cgroups too, so they also need
-# the kernel tier (root); without it they skip and say so.
+# The agent's e2e tests (test/e2e/agent_*) drive real kubelet-style cgroups
+# too, so they also need the kernel tier (root); without it they skip and say so.
 test-e2e:
 	@pkgs="$(call present,$(E2E_PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-e2e: none of $(E2E_PKGS) exist on this branch: nothing to run"; exit 0; fi; \
@@ -111,12 +115,17 @@ fuzz:
 	done <<<"$$targets"; \
 	exit $$rc
 
-# The eBPF OOM watcher's object and Go bindings are committed, so building
-# needs no clang; this regenerates them and fails if they were stale.
+# Generated files are committed, so building needs neither clang nor
+# controller-gen; this regenerates them and fails if the committed ones were
+# stale: the API's deepcopy code, the CRDs in deploy/crds and the Helm
+# chart's copies (hack/generate.sh, controller-gen pinned in hack/tool.sh),
+# then the eBPF OOM watcher's object and Go bindings (clang-19).
 generate:
+	hack/generate.sh
 	@command -v clang-19 >/dev/null || { echo "generate: clang-19 not found: apt-get install clang-19 llvm-19 libbpf-dev" >&2; exit 1; }
 	$(GO) generate ./agent/oomwatch
-	@git diff --exit-code -- agent/oomwatch || { echo "generate: committed BPF files were stale; commit the regenerated ones" >&2; exit 1; }
+	@stale=$$(git status --porcelain --untracked-files=all -- api/v1alpha1/zz_generated.deepcopy.go deploy/crds deploy/helm/cgpilot/files agent/oomwatch); \
+	if [ -n "$$stale" ]; then echo "$$stale"; echo "generate: committed generated files were stale; commit the regenerated ones" >&2; exit 1; fi
 
 # Every check runs, so one lint run lists all problems.
 lint: $(STATICCHECK)
@@ -127,6 +136,7 @@ lint: $(STATICCHECK)
 	echo "go vet ./..."; $(GO) vet ./... || rc=1; \
 	echo "staticcheck ./..."; $(STATICCHECK) ./... || rc=1; \
 	echo "hack/check-imports.sh"; hack/check-imports.sh || rc=1; \
+	echo "helm lint deploy/helm/cgpilot"; helm=$$(hack/tool.sh helm) && $$helm lint --strict deploy/helm/cgpilot || rc=1; \
 	[ $$rc = 0 ] && echo "lint: ok" || echo "lint: FAIL"; exit $$rc
 
 $(STATICCHECK):

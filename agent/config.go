@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/cpuset"
 	"sigs.k8s.io/yaml"
+
+	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/internal/cpulist"
 )
 
 // ErrInvalidConfig is wrapped by every configuration error.
@@ -45,37 +48,30 @@ type Config struct {
 	// root (cgroupfs driver: "/kubepods"). Tests point it at their own parent.
 	CgroupParent string `json:"cgroupParent,omitempty"`
 	// SweepInterval is the backstop for missed cgroup creations and drift.
-	SweepInterval Duration `json:"sweepInterval,omitempty"`
+	SweepInterval metav1.Duration `json:"sweepInterval,omitempty"`
 	// CPUs overrides the node's online CPUs (tests on a small machine);
 	// empty = read from the cpuset root.
 	CPUs string `json:"cpus,omitempty"`
 
 	// Set by flags and the environment, not by the file.
-	NodeName     string        `json:"-"`
-	Kubeconfig   string        `json:"-"`
-	HealthAddr   string        `json:"-"` // 127.0.0.1:port for /healthz, /readyz, /metrics
-	SocketPath   string        `json:"-"` // local API, mode 0600
-	SysRoot      string        `json:"-"` // for topology discovery
-	ProcRoot     string        `json:"-"`
-	WorkerCount  int           `json:"-"`
-	ResyncPeriod time.Duration `json:"-"`
-}
-
-// Duration reads "10s"-style strings in the config file.
-type Duration struct{ time.Duration }
-
-func (d Duration) MarshalJSON() ([]byte, error) { return []byte(`"` + d.String() + `"`), nil }
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
-		return fmt.Errorf("duration %s: want a quoted string like \"10s\"", b)
-	}
-	v, err := time.ParseDuration(string(b[1 : len(b)-1]))
-	if err != nil {
-		return err
-	}
-	d.Duration = v
-	return nil
+	NodeName   string `json:"-"`
+	Kubeconfig string `json:"-"`
+	HealthAddr string `json:"-"` // 127.0.0.1:port for /healthz, /readyz, /metrics
+	// MetricsAddr, when set, serves /metrics alone on an address a
+	// cluster Prometheus can reach (the pod IP under hostNetwork).
+	MetricsAddr string `json:"-"`
+	// InterruptsPath is the host's /proc/interrupts when it is not under
+	// ProcRoot (an unprivileged container sees a masked copy there).
+	InterruptsPath string `json:"-"`
+	// KubeletPodResources is the kubelet's PodResources socket: when set,
+	// the kubelet's exclusive CPUs come from it instead of
+	// KubeletCPUManagerState.
+	KubeletPodResources string        `json:"-"`
+	SocketPath          string        `json:"-"` // local API, mode 0600
+	SysRoot             string        `json:"-"` // for topology discovery
+	ProcRoot            string        `json:"-"`
+	WorkerCount         int           `json:"-"`
+	ResyncPeriod        time.Duration `json:"-"`
 }
 
 // DefaultConfig returns the production defaults.
@@ -88,9 +84,9 @@ func DefaultConfig() Config {
 		KubeletCPUManagerState: "/var/lib/kubelet/cpu_manager_state",
 		CgroupRoot:             "/sys/fs/cgroup",
 		CgroupParent:           "/kubepods",
-		SweepInterval:          Duration{10 * time.Second},
+		SweepInterval:          metav1.Duration{Duration: 10 * time.Second},
 		HealthAddr:             "127.0.0.1:9464",
-		SocketPath:             "/run/cgpilot/agent.sock",
+		SocketPath:             local.DefaultSocket,
 		SysRoot:                "/sys",
 		ProcRoot:               "/proc",
 		WorkerCount:            2,
@@ -119,15 +115,15 @@ func (c Config) Validate() error {
 	bad := func(field string, v any, why string) error {
 		return fmt.Errorf("%w: %s=%v: %s", ErrInvalidConfig, field, v, why)
 	}
-	if _, err := ParseCPUList(c.ReservedCPUs); err != nil {
-		return bad("reservedCPUs", c.ReservedCPUs, "want a cpu list like 0-1,8 ("+strings.TrimPrefix(err.Error(), ErrInvalidAnnotation.Error()+": ")+")")
+	if _, err := cpulist.Parse(c.ReservedCPUs); err != nil {
+		return bad("reservedCPUs", c.ReservedCPUs, "want a cpu list like 0-1,8 ("+err.Error()+")")
 	}
 	if c.CPUs != "" {
-		all, err := ParseCPUList(c.CPUs)
+		all, err := cpulist.Parse(c.CPUs)
 		if err != nil || all.IsEmpty() {
 			return bad("cpus", c.CPUs, "want a non-empty cpu list")
 		}
-		if r, _ := ParseCPUList(c.ReservedCPUs); !r.IsSubsetOf(all) || r.Equals(all) {
+		if r, _ := cpulist.Parse(c.ReservedCPUs); !r.IsSubsetOf(all) || r.Equals(all) {
 			return bad("reservedCPUs", c.ReservedCPUs, "must be a strict subset of cpus "+c.CPUs)
 		}
 	}
@@ -142,6 +138,11 @@ func (c Config) Validate() error {
 	} {
 		if !filepath.IsAbs(f.v) {
 			return bad(f.name, f.v, "want an absolute path")
+		}
+	}
+	for _, f := range []struct{ name, v string }{{"--path.interrupts", c.InterruptsPath}, {"--kubelet-pod-resources", c.KubeletPodResources}} {
+		if f.v != "" && !filepath.IsAbs(f.v) {
+			return bad(f.name, f.v, "want an absolute path or empty")
 		}
 	}
 	if c.KubeletCPUManagerState != "" && !filepath.IsAbs(c.KubeletCPUManagerState) {
@@ -170,7 +171,7 @@ func ptrString(f *float64) string {
 
 // reserved returns the parsed reserved set (Validate has checked it).
 func (c Config) reserved() cpuset.CPUSet {
-	r, _ := ParseCPUList(c.ReservedCPUs)
+	r, _ := cpulist.Parse(c.ReservedCPUs)
 	return r
 }
 

@@ -1,46 +1,18 @@
 package agent
 
 import (
+	"errors"
+	"strings"
 	"testing"
-	"time"
 
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/cpuset"
+
+	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/cgroup"
 )
-
-// newTestController builds a controller around a plain indexer (no API
-// server): enough for the watcher and the local API views.
-func newTestController(t *testing.T, cfg Config) *controller {
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{uidIndex: func(obj any) ([]string, error) {
-		return []string{string(obj.(*corev1.Pod).UID)}, nil
-	}})
-	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
-	t.Cleanup(q.ShutDown)
-	sq := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
-	t.Cleanup(sq.ShutDown)
-	m := newMetrics()
-	return &controller{
-		cfg: cfg, lister: corelisters.NewPodLister(idx), indexer: idx, queue: q, statusQ: sq, pending: map[string]pendingStatus{},
-		events: newEventLog(nil, "node", m), metrics: m, log: testr.New(t),
-		since: map[string]time.Time{}, late: map[string]time.Time{}, known: map[string]*knownPod{},
-		kubelet: kubeletStatic{Taken: cpuset.New(), Pods: map[string]bool{}},
-	}
-}
-
-func addIndexedPod(t *testing.T, c *controller, ns, name, uid string) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid)}}
-	if err := c.indexer.Add(p); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 func podWithCPU(ns, name, uid, limit string, ann map[string]string) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid), Annotations: ann}}
@@ -52,41 +24,20 @@ func podWithCPU(ns, name, uid, limit string, ann map[string]string) *corev1.Pod 
 	return p
 }
 
-func TestSellableRule(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.OvercommitRatio = 2
-	c := newTestController(t, cfg)
-	for _, p := range []*corev1.Pod{
-		podWithCPU("a", "web", "u1", "1500m", nil), // 2 CPUs once rounded up
-		podWithCPU("a", "api", "u2", "1", nil),
-		podWithCPU("a", "db", "u3", "4", map[string]string{AnnotationCPUPool: "exclusive"}), // not sold to shared
-		podWithCPU("kube-system", "dns", "u4", "8", nil),                                    // not managed
-	} {
-		if err := c.indexer.Add(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// a = 16 − 2×2 = 12; b = (16 − 3) / 2 = 6.
-	if got := c.sellable(16); got != 6 {
-		t.Fatalf("sellable(16) = %d, want 6", got)
-	}
-	// a = 6 − 4 = 2; b = (6 − 3) / 2 = 1.
-	if got := c.sellable(6); got != 1 {
-		t.Fatalf("sellable(6) = %d, want 1", got)
-	}
-}
-
 func TestCPUDemandAndQoS(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		pod    *corev1.Pod
-		demand int
-		qos    QoSClass
+		demand int64
+		qos    cgroup.QoS
 	}{
-		{"limit rounds up", podWithCPU("a", "p", "u", "1500m", nil), 2, QoSBurstable},
-		{"no resources", podWithCPU("a", "p", "u", "", nil), 0, QoSBestEffort},
+		{"limit in millicores", podWithCPU("a", "p", "u", "1500m", nil), 1500, cgroup.QoSBurstable},
+		{"no resources", podWithCPU("a", "p", "u", "", nil), 0, cgroup.QoSBestEffort},
+		{"absurd limit saturates", podWithCPU("a", "p", "u", "9223372036854775807", nil), maxMilli, cgroup.QoSBurstable},
+		{"exponent limit saturates", podWithCPU("a", "p", "u", "1e18", nil), maxMilli, cgroup.QoSBurstable},
+		{"negative limit counts as none", podWithCPU("a", "p", "u", "-2", nil), 0, cgroup.QoSBurstable},
 	} {
-		if got := cpuDemand(tc.pod); got != tc.demand {
+		if got := cpuDemandMilli(tc.pod); got != tc.demand {
 			t.Errorf("%s: demand %d, want %d", tc.name, got, tc.demand)
 		}
 		if got := qosClass(tc.pod); got != tc.qos {
@@ -97,11 +48,29 @@ func TestCPUDemandAndQoS(t *testing.T) {
 	r := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 	g.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: r, Limits: r}
 	g.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("1Gi")}, Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}
-	if cpuDemand(g) != 3 || qosClass(g) != QoSGuaranteed {
-		t.Errorf("guaranteed with larger init: demand %d qos %s", cpuDemand(g), qosClass(g))
+	if cpuDemandMilli(g) != 3000 || qosClass(g) != cgroup.QoSGuaranteed {
+		t.Errorf("guaranteed with larger init: demand %d qos %s", cpuDemandMilli(g), qosClass(g))
 	}
 	g.Status.QOSClass = corev1.PodQOSBurstable // the kubelet's word wins
-	if qosClass(g) != QoSBurstable {
+	if qosClass(g) != cgroup.QoSBurstable {
 		t.Error("status QoS class ignored")
+	}
+}
+
+// TestPoolPodOfHostileSpec: a pod whose spec once crashed the agent (a CPU
+// limit that overflowed the demand arithmetic, a 256 KiB annotation) is
+// converted without a panic, with a bounded demand and a refusal.
+func TestPoolPodOfHostileSpec(t *testing.T) {
+	c := &controller{cfg: DefaultConfig()}
+	p := podWithCPU("a", "p", "u", "9223372036854775807", map[string]string{
+		local.AnnotationCPUPool: "exclusive", local.AnnotationCPUSet: strings.Repeat("0-8191,", (256<<10)/7),
+	})
+	p.Spec.Containers = append(p.Spec.Containers, p.Spec.Containers[0], p.Spec.Containers[0])
+	info := c.poolPod(p, false)
+	if info.DemandMilli != maxMilli || info.DemandCPUs != maxMilli/1000 {
+		t.Fatalf("demand %d milli, %d cpus; want saturated at %d", info.DemandMilli, info.DemandCPUs, maxMilli)
+	}
+	if !errors.Is(info.ReqErr, local.ErrInvalidAnnotation) {
+		t.Fatalf("hostile annotation accepted: %v", info.ReqErr)
 	}
 }

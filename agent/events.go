@@ -1,55 +1,48 @@
 package agent
 
 import (
-	"context"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/cgpilot/cgpilot/agent/pools"
+	local "github.com/cgpilot/cgpilot/api/local"
 )
 
-// EventRecord is one Event as the local API serves it.
-type EventRecord struct {
-	Time      time.Time `json:"time"`
-	Type      string    `json:"type"` // Normal | Warning
-	Reason    string    `json:"reason"`
-	Namespace string    `json:"namespace,omitempty"`
-	Pod       string    `json:"pod,omitempty"`
-	UID       string    `json:"uid,omitempty"`
-	Message   string    `json:"message"`
-}
+// podRef names a pod an Event is about.
+type podRef struct{ UID, Namespace, Name string }
 
 // eventLog sends Events to the API server (through client-go's
 // aggregating recorder) and keeps the last ones for `cgpilotctl events`.
 type eventLog struct {
-	rec     record.EventRecorder // nil in unit tests
-	node    *corev1.ObjectReference
-	metrics *metrics
-	mu      sync.Mutex
-	ring    []EventRecord
-	next    int
-	full    bool
+	rec  record.EventRecorder // nil in unit tests
+	node *corev1.ObjectReference
+	mu   sync.Mutex
+	ring []local.EventRecord
+	next int
+	full bool
 }
 
 const eventRingSize = 512
 
-func newEventLog(rec record.EventRecorder, nodeName string, m *metrics) *eventLog {
+func newEventLog(rec record.EventRecorder, nodeName string) *eventLog {
 	return &eventLog{
-		rec:     rec,
-		node:    &corev1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName), APIVersion: "v1"},
-		metrics: m,
-		ring:    make([]EventRecord, eventRingSize),
+		rec:  rec,
+		node: &corev1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName), APIVersion: "v1"},
+		ring: make([]local.EventRecord, eventRingSize),
 	}
 }
 
-func (l *eventLog) emit(_ context.Context, who *knownPod, ev podEvent) {
+// emit records ev about who (the Node when nil).
+func (l *eventLog) emit(who *podRef, ev pools.Event) {
 	typ := corev1.EventTypeNormal
 	if ev.Warning {
 		typ = corev1.EventTypeWarning
 	}
-	r := EventRecord{Time: time.Now(), Type: typ, Reason: ev.Reason, Message: ev.Message}
+	r := local.EventRecord{Time: time.Now(), Type: typ, Reason: ev.Reason, Message: ev.Message}
 	ref := l.node
 	if who != nil {
 		r.Namespace, r.Pod, r.UID = who.Namespace, who.Name, who.UID
@@ -69,10 +62,10 @@ func (l *eventLog) emit(_ context.Context, who *knownPod, ev podEvent) {
 
 // Recent returns the kept events, oldest first; pod filters by
 // namespace/name when not empty.
-func (l *eventLog) Recent(namespace, pod string) []EventRecord {
+func (l *eventLog) Recent(namespace, pod string) []local.EventRecord {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []EventRecord
+	out := []local.EventRecord{}
 	start, n := 0, l.next
 	if l.full {
 		start, n = l.next, len(l.ring)

@@ -6,10 +6,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/cgpilot/cgpilot/cgroup"
 )
+
+// informer.go: where work enters the agent. Pod events from the API server
+// and cgroup events from the kernel both become workqueue keys: the single
+// hand-off before reconcile.go.
 
 const uidIndex = "uid"
 
@@ -29,8 +36,7 @@ func newPodInformer(cs kubernetes.Interface, nodeName string, resync time.Durati
 	return f, inf, err
 }
 
-// addHandlers turns informer events into workqueue keys: the single hand-off
-// between the watch and the reconciler.
+// addHandlers turns informer events into workqueue keys.
 func (c *controller) addHandlers(inf cache.SharedIndexInformer) error {
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { c.enqueuePod(obj) },
@@ -48,7 +54,7 @@ func (c *controller) addHandlers(inf cache.SharedIndexInformer) error {
 			}
 			if p, ok := obj.(*corev1.Pod); ok {
 				c.rememberPod(p)
-				c.enqueue(p.Namespace+"/"+p.Name, time.Now())
+				c.enqueue(keyOf(p.Namespace, p.Name), time.Now())
 			}
 		},
 	})
@@ -60,7 +66,7 @@ func (c *controller) enqueuePod(obj any) {
 	if !ok {
 		return
 	}
-	c.enqueue(p.Namespace+"/"+p.Name, time.Now())
+	c.enqueue(keyOf(p.Namespace, p.Name), time.Now())
 }
 
 // enqueue adds key and remembers when the first unprocessed change arrived,
@@ -72,4 +78,45 @@ func (c *controller) enqueue(key string, at time.Time) {
 	}
 	c.mu.Unlock()
 	c.queue.Add(key)
+}
+
+// enqueueAll queues every pod of the node.
+func (c *controller) enqueueAll() {
+	now := time.Now()
+	for _, p := range c.listPods() {
+		c.rememberPod(p)
+		c.enqueue(keyOf(p.Namespace, p.Name), now)
+	}
+}
+
+// onCgroupEvent queues the pod whose cgroups changed: a new pod or
+// container cgroup must be written (a container made after the pod was
+// set up is "late", timed by the late-container histogram), and a removed
+// container cgroup may let a deleted pod release its CPUs before the
+// kubelet says its container exited.
+func (c *controller) onCgroupEvent(ev cgroup.WatchEvent) {
+	objs, _ := c.indexer.ByIndex(uidIndex, ev.PodUID)
+	if len(objs) != 1 {
+		return // pod not known yet: its informer event will queue it
+	}
+	p, ok := objs[0].(*corev1.Pod)
+	if !ok {
+		return
+	}
+	key := keyOf(p.Namespace, p.Name)
+	late := ev.Kind == cgroup.ContainerCreated || (ev.Kind == cgroup.PodCreated && ev.HasContainers)
+	if late {
+		c.mu.Lock()
+		if _, pending := c.late[key]; !pending {
+			c.late[key] = ev.At
+		}
+		c.mu.Unlock()
+	}
+	c.enqueue(key, ev.At)
+}
+
+// listPods lists the node's pods from the informer's cache.
+func (c *controller) listPods() []*corev1.Pod {
+	pods, _ := c.lister.List(labels.Everything())
+	return pods
 }

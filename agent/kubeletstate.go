@@ -8,19 +8,30 @@ import (
 	"os"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cgpilot/cgpilot/internal/cpulist"
 )
 
-// ErrKubeletState is wrapped when the kubelet's cpu_manager_state cannot be
-// used; the agent then keeps the last good view.
-var ErrKubeletState = errors.New("kubelet cpu_manager_state unusable")
+// kubeletstate.go: what the kubelet's static CPU manager holds, so the
+// pools never give those CPUs away and never touch those pods. Two
+// sources: the kubelet's PodResources API (a gRPC unix socket: the agent
+// needs no other part of /var/lib/kubelet, which holds the kubelet's key
+// and every pod's secrets), or its cpu_manager_state checkpoint file.
+
+// ErrKubeletState is wrapped when the kubelet's view cannot be read; the
+// agent then keeps the last good view.
+var ErrKubeletState = errors.New("kubelet CPU manager state unusable")
 
 // kubeletStatic is what the kubelet's static CPU manager holds: CPUs the
 // pools must treat as taken, and pods the agent must never touch.
 type kubeletStatic struct {
 	Policy string
 	Taken  cpuset.CPUSet
-	Pods   map[string]bool // pod UIDs with a static assignment
+	Pods   map[string]bool // pod UIDs (checkpoint) or "namespace/name" keys (PodResources)
 }
+
+// holds says whether the kubelet holds exclusive CPUs for pod p.
+func (k kubeletStatic) holds(uid, key string) bool { return k.Pods[uid] || k.Pods[key] }
 
 // readKubeletState reads the kubelet's cpu_manager_state checkpoint (v2
 // format: entries[podUID][container] = "LIST"). A missing file, or the
@@ -58,7 +69,7 @@ func parseKubeletState(path string, b []byte) (kubeletStatic, error) {
 	taken := cpuset.New()
 	for uid, containers := range f.Entries {
 		for name, list := range containers {
-			set, err := ParseCPUList(list)
+			set, err := cpulist.Parse(list)
 			if err != nil {
 				return kubeletStatic{Taken: cpuset.New(), Pods: map[string]bool{}}, fmt.Errorf("%w: %s: pod %s container %s: %v", ErrKubeletState, path, uid, name, err)
 			}

@@ -5,6 +5,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/cgpilot/cgpilot/agent/pools"
+	local "github.com/cgpilot/cgpilot/api/local"
 )
 
 // metrics are the agent's Prometheus series, all prefixed cgpilot_.
@@ -19,6 +22,7 @@ type metrics struct {
 	writes       prometheus.Counter
 	writeErrors  prometheus.Counter
 	drift        prometheus.Counter
+	panics       prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -40,13 +44,15 @@ func newMetrics() *metrics {
 		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_cgroup_write_errors_total", Help: "Failed cgroup writes."}),
 		drift: prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_drift_corrections_total",
 			Help: "Cgroups found changed behind the agent's back and set again."}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_reconcile_panics_total",
+			Help: "Reconciles that panicked; the worker recovered and the pod was reported and requeued."}),
 	}
-	m.reg.MustRegister(m.poolCPUs, m.exclPods, m.allocations, m.refusals, m.applyLatency, m.lateLatency, m.writes, m.writeErrors, m.drift,
+	m.reg.MustRegister(m.poolCPUs, m.exclPods, m.allocations, m.refusals, m.applyLatency, m.lateLatency, m.writes, m.writeErrors, m.drift, m.panics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-func (m *metrics) observe(s PoolReader, res syncResult, since time.Time, timed bool) {
+func (m *metrics) observe(s pools.Reader, res pools.Result, since time.Time, timed bool) {
 	m.poolCPUs.WithLabelValues("shared").Set(float64(s.SharedPool().Size()))
 	m.poolCPUs.WithLabelValues("exclusive").Set(float64(s.Exclusive().Size()))
 	m.poolCPUs.WithLabelValues("reserved").Set(float64(s.Reserved().Size()))
@@ -54,11 +60,11 @@ func (m *metrics) observe(s PoolReader, res syncResult, since time.Time, timed b
 	m.exclPods.Set(float64(len(s.Assignments())))
 	for _, ev := range res.Events {
 		switch ev.Reason {
-		case "CPUsAllocated":
+		case local.EventCPUsAllocated:
 			m.allocations.WithLabelValues("allocated").Inc()
-		case "CPUsResized":
+		case local.EventCPUsResized:
 			m.allocations.WithLabelValues("resized").Inc()
-		case "Released":
+		case local.EventReleased:
 			m.allocations.WithLabelValues("released").Inc()
 		}
 	}

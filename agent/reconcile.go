@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
@@ -13,17 +15,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/cgpilot/cgpilot/agent/pools"
+	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/cgroup"
 )
 
 // controller reconciles pods into pools: it pops a key from the workqueue,
-// lets Pools plan and apply, then reports (status annotation, Event,
+// lets the pools plan and apply, then reports (status annotation, Event,
 // metrics) and requeues on failure.
 type controller struct {
 	cfg      Config
@@ -34,26 +39,30 @@ type controller struct {
 	indexer  cache.Indexer
 	queue    workqueue.TypedRateLimitingInterface[string]
 	statusQ  workqueue.TypedRateLimitingInterface[string] // annotation patches, off the cgroup path
-	pools    *Pools
+	pools    *pools.Manager
+	cgroups  *cgroup.Kubepods
 	events   *eventLog
 	metrics  *metrics
 	log      logr.Logger
 
-	mu        sync.Mutex
-	since     map[string]time.Time     // key -> first unprocessed change
-	late      map[string]time.Time     // key -> first new container cgroup seen
-	pending   map[string]pendingStatus // key -> latest status annotation to write
-	known     map[string]*knownPod     // key -> last seen identity (for deletes)
-	kubelet   kubeletStatic
-	node      string // last node annotations written (JSON of both)
-	topo      string // topology summary for the local API
-	numaNodes int
+	topologySource string // where the allocator's topology came from
+	topo           string // topology summary for the local API
+	numaNodes      int
+
+	mu      sync.Mutex
+	since   map[string]time.Time     // key -> first unprocessed change
+	late    map[string]time.Time     // key -> first new container cgroup seen
+	pending map[string]pendingStatus // key -> latest status annotation to write
+	known   map[string]*knownPod     // key -> last seen identity (for deletes)
+	kubelet kubeletStatic
+	podres  *podResources // nil: the kubelet's view comes from its checkpoint file
+	node    string        // last node annotations written (JSON of both)
 }
 
 type knownPod struct {
-	UID, Namespace, Name string
+	podRef
 	// last is the pod as last seen, for its containers once it is gone.
-	last podInfo
+	last pools.Pod
 	// goneAt is when the reconciler first found the pod gone from the API
 	// while a container of it still ran.
 	goneAt time.Time
@@ -63,11 +72,15 @@ type knownPod struct {
 // containers to exit (the kubelet kills them within seconds).
 const maxWaitGone = time.Minute
 
+// pendingRetry is how soon a pod whose cgroups are half created (one
+// hierarchy at a time) is synced again.
+const pendingRetry = 200 * time.Millisecond
+
 func (c *controller) rememberPod(p *corev1.Pod) {
 	info := c.podInfo(p)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.known[p.Namespace+"/"+p.Name] = &knownPod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, last: info}
+	c.known[keyOf(p.Namespace, p.Name)] = &knownPod{podRef: podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}, last: info}
 }
 
 func (c *controller) runWorker(ctx context.Context) {
@@ -76,7 +89,7 @@ func (c *controller) runWorker(ctx context.Context) {
 		if quit {
 			return
 		}
-		err := c.reconcile(ctx, key)
+		err := c.reconcileSafely(ctx, key)
 		if err != nil {
 			c.log.Error(err, "reconcile failed; requeued", "pod", key)
 			c.queue.AddRateLimited(key)
@@ -85,6 +98,28 @@ func (c *controller) runWorker(ctx context.Context) {
 		}
 		c.queue.Done(key)
 	}
+}
+
+// reconcileSafely runs reconcile, turning a panic into an error for this
+// pod (counted, logged with the stack, an Event on the pod) instead of a
+// dead agent: input no test foresaw must cost one pod, not the node.
+func (c *controller) reconcileSafely(ctx context.Context, key string) (err error) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		c.metrics.panics.Inc()
+		err = fmt.Errorf("reconcile panicked: %v", r)
+		c.log.Error(err, "recovered", "pod", key, "stack", string(debug.Stack()))
+		if ns, name, serr := cache.SplitMetaNamespaceKey(key); serr == nil {
+			if pod, gerr := c.lister.Pods(ns).Get(name); gerr == nil {
+				c.events.emit(&podRef{UID: string(pod.UID), Namespace: ns, Name: name}, pools.Event{Warning: true, Reason: local.EventReconcilePanic,
+					Message: fmt.Sprintf("the agent failed on this pod (%v); retried with backoff, other pods are not affected", r)})
+			}
+		}
+	}()
+	return c.reconcile(ctx, key)
 }
 
 // takeSince returns and clears when key's pending change arrived.
@@ -118,7 +153,7 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 		}
 		waited := time.Since(prev.goneAt)
 		c.mu.Unlock()
-		if c.pools.stillRunning(prev.last) {
+		if c.pools.StillRunning(prev.last) {
 			if waited < maxWaitGone {
 				if timed { // the release latency counts from the delete
 					c.mu.Lock()
@@ -133,7 +168,10 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 			c.log.Info("deleted pod's containers still run; releasing its cpus anyway", "pod", key, "waited", waited)
 		}
 		res := c.pools.Forget(prev.UID, c.allPods)
-		c.report(ctx, prev, nil, res, since, timed)
+		c.report(ctx, &prev.podRef, nil, res, since, timed)
+		if _, failed := res.Failed[prev.UID]; failed {
+			return failure(res) // the pod stays known: the release is retried
+		}
 		c.mu.Lock()
 		delete(c.known, key)
 		c.mu.Unlock()
@@ -145,7 +183,10 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 	if prev != nil && prev.UID != string(pod.UID) {
 		// Same name, new pod (StatefulSet): the old one's CPUs go back first.
 		res := c.pools.Forget(prev.UID, c.allPods)
-		c.report(ctx, prev, nil, res, time.Time{}, false)
+		c.report(ctx, &prev.podRef, nil, res, time.Time{}, false)
+		if _, failed := res.Failed[prev.UID]; failed {
+			return failure(res)
+		}
 	}
 	c.rememberPod(pod)
 	info := c.podInfo(pod)
@@ -157,11 +198,14 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 	if late && res.Written > 0 {
 		c.metrics.lateLatency.Observe(time.Since(lateAt).Seconds())
 	}
-	c.report(ctx, &knownPod{UID: info.UID, Namespace: info.Namespace, Name: info.Name}, pod, res, since, timed)
+	c.report(ctx, &podRef{UID: info.UID, Namespace: info.Namespace, Name: info.Name}, pod, res, since, timed)
+	if res.Pending[info.UID] {
+		c.queue.AddAfter(key, pendingRetry)
+	}
 	return failure(res)
 }
 
-func failure(res syncResult) error {
+func failure(res pools.Result) error {
 	if len(res.Failed) == 0 {
 		return nil
 	}
@@ -172,31 +216,34 @@ func failure(res syncResult) error {
 	return errors.Join(errs...)
 }
 
-// report turns a sync result into metrics, Events, annotations and
-// requeues of other pods whose writes failed.
-func (c *controller) report(ctx context.Context, who *knownPod, pod *corev1.Pod, res syncResult, since time.Time, timed bool) {
+// report turns a result into metrics, Events, annotations and requeues of
+// other pods whose writes failed or whose cgroups were not ready.
+func (c *controller) report(ctx context.Context, who *podRef, pod *corev1.Pod, res pools.Result, since time.Time, timed bool) {
 	c.metrics.observe(c.pools.State(), res, since, timed)
 	for _, ev := range res.Events {
-		c.events.emit(ctx, who, ev)
+		c.events.emit(who, ev)
 	}
-	c.emitDrift(ctx, res)
+	c.emitDrift(res)
 	for uid, err := range res.Failed {
 		if uid == who.UID {
 			continue
 		}
 		// A shared pod failed during a refresh triggered by another pod:
 		// its own Event, and its own retry.
-		if objs, _ := c.indexer.ByIndex(uidIndex, uid); len(objs) == 1 {
-			if p, ok := objs[0].(*corev1.Pod); ok {
-				c.events.emit(ctx, &knownPod{UID: uid, Namespace: p.Namespace, Name: p.Name}, podEvent{Warning: true, Reason: "CgroupWriteFailed", Message: err.Error()})
-				c.queue.AddRateLimited(p.Namespace + "/" + p.Name)
-			}
+		if p := c.podByUID(uid); p != nil {
+			c.events.emit(&podRef{UID: uid, Namespace: p.Namespace, Name: p.Name}, pools.Event{Warning: true, Reason: local.EventCgroupWriteFailed, Message: err.Error()})
+			c.queue.AddRateLimited(keyOf(p.Namespace, p.Name))
+		}
+	}
+	for uid := range res.Pending {
+		if p := c.podByUID(uid); p != nil && uid != who.UID {
+			c.queue.AddAfter(keyOf(p.Namespace, p.Name), pendingRetry)
 		}
 	}
 	// Annotations go to the API server from their own worker: the next
 	// change of this pod must not wait behind this one's round trip.
 	if pod != nil && res.Status != nil {
-		key := pod.Namespace + "/" + pod.Name
+		key := keyOf(pod.Namespace, pod.Name)
 		c.mu.Lock()
 		c.pending[key] = pendingStatus{uid: string(pod.UID), status: *res.Status, allocated: res.AllocatedCPUs}
 		c.mu.Unlock()
@@ -207,13 +254,22 @@ func (c *controller) report(ctx context.Context, who *knownPod, pod *corev1.Pod,
 	}
 }
 
+func (c *controller) podByUID(uid string) *corev1.Pod {
+	objs, _ := c.indexer.ByIndex(uidIndex, uid)
+	if len(objs) != 1 {
+		return nil
+	}
+	p, _ := objs[0].(*corev1.Pod)
+	return p
+}
+
 // nodeKey is the status queue's key for the Node annotations.
 const nodeKey = "\x00node"
 
 // pendingStatus is the latest status annotation decided for a pod.
 type pendingStatus struct {
 	uid       string
-	status    Status
+	status    local.Status
 	allocated string
 }
 
@@ -278,15 +334,15 @@ func (c *controller) dropPending(key string, ps pendingStatus) {
 func (c *controller) patchStatus(ctx context.Context, pod *corev1.Pod, res pendingStatus) error {
 	status := res.status.Encode()
 	ann := map[string]any{}
-	if pod.Annotations[AnnotationStatus] != status {
-		ann[AnnotationStatus] = status
+	if pod.Annotations[local.AnnotationStatus] != status {
+		ann[local.AnnotationStatus] = status
 	}
-	cur, has := pod.Annotations[AnnotationAllocatedCPUs]
+	cur, has := pod.Annotations[local.AnnotationAllocatedCPUs]
 	switch {
 	case res.allocated != "" && cur != res.allocated:
-		ann[AnnotationAllocatedCPUs] = res.allocated
-	case res.allocated == "" && has && res.status.State != StateRefused && res.status.State != StateFailed:
-		ann[AnnotationAllocatedCPUs] = nil // JSON merge patch: remove
+		ann[local.AnnotationAllocatedCPUs] = res.allocated
+	case res.allocated == "" && has && res.status.State != local.StateRefused && res.status.State != local.StateFailed:
+		ann[local.AnnotationAllocatedCPUs] = nil // JSON merge patch: remove
 	}
 	if len(ann) == 0 {
 		return nil
@@ -299,7 +355,7 @@ func (c *controller) patchStatus(ctx context.Context, pod *corev1.Pod, res pendi
 // patchNode publishes the shared pool and the pool summary on the Node.
 func (c *controller) patchNode(ctx context.Context) error {
 	s := c.summary()
-	ann := map[string]string{AnnotationSharedPool: s.SharedPool, AnnotationPoolSummary: s.Encode()}
+	ann := map[string]string{local.AnnotationSharedPool: s.SharedPool, local.AnnotationPoolSummary: s.Encode()}
 	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
 	c.mu.Lock()
 	same := c.node == string(body)
@@ -316,14 +372,15 @@ func (c *controller) patchNode(ctx context.Context) error {
 	return nil
 }
 
-func (c *controller) summary() NodeSummary {
+func (c *controller) summary() local.NodeSummary {
 	st := c.pools.State()
-	s := NodeSummary{
+	all := c.allPods()
+	s := local.NodeSummary{
 		CPUs: st.All().String(), Reserved: st.Reserved().String(), SharedPool: st.SharedPool().String(),
 		Exclusive: st.Exclusive().String(), KubeletStatic: st.KubeletTaken().String(),
-		ExclusiveCap: c.pools.policy.cap(st), ExclusivePods: len(st.Assignments()), TopologySource: c.pools.topologySource, Topology: c.topo, NUMANodes: c.numaNodes,
+		ExclusiveCap: c.pools.Cap(all), ExclusivePods: len(st.Assignments()), TopologySource: c.topologySource, Topology: c.topo, NUMANodes: c.numaNodes,
 	}
-	for _, p := range c.allPods() {
+	for _, p := range all {
 		if !p.Untouched {
 			if _, ok := st.Assignment(p.UID); !ok {
 				s.SharedPods++
@@ -333,10 +390,10 @@ func (c *controller) summary() NodeSummary {
 	return s
 }
 
-// allPods lists the node's pods as podInfo, sorted by key.
-func (c *controller) allPods() []podInfo {
-	pods, _ := c.lister.List(labels.Everything())
-	out := make([]podInfo, 0, len(pods))
+// allPods lists the node's pods as pools.Pod, sorted by key.
+func (c *controller) allPods() []pools.Pod {
+	pods := c.listPods()
+	out := make([]pools.Pod, 0, len(pods))
 	for _, p := range pods {
 		out = append(out, c.podInfo(p))
 	}
@@ -344,168 +401,75 @@ func (c *controller) allPods() []podInfo {
 	return out
 }
 
-func (c *controller) podInfo(p *corev1.Pod) podInfo {
-	req, err := ParseAnnotations(p.Annotations)
+// podInfo is poolPod with the kubelet's static view of the pod.
+func (c *controller) podInfo(p *corev1.Pod) pools.Pod {
 	c.mu.Lock()
-	static := c.kubelet.Pods[string(p.UID)]
+	static := c.kubelet.holds(string(p.UID), keyOf(p.Namespace, p.Name))
 	c.mu.Unlock()
-	info := podInfo{
-		Key: p.Namespace + "/" + p.Name, UID: string(p.UID), Namespace: p.Namespace, Name: p.Name,
-		Generation: p.Generation, QoS: qosClass(p), Req: req, ReqErr: err, DemandCPUs: cpuDemand(p), KubeletStatic: static,
-	}
-	limits := map[string]corev1.ResourceList{}
-	for _, ctr := range p.Spec.Containers {
-		limits[ctr.Name] = ctr.Resources.Limits
-	}
-	for _, sts := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
-		for _, st := range sts {
-			info.Containers = append(info.Containers, containerState{ID: st.ContainerID, Running: st.State.Running != nil, Terminated: st.State.Terminated != nil})
-			if st.ContainerID != "" && st.State.Running != nil {
-				if info.Running == nil {
-					info.Running = map[string]bool{}
-				}
-				info.Running[st.ContainerID] = true
-			}
-		}
-	}
-	info.AllReported = len(p.Status.ContainerStatuses) >= len(p.Spec.Containers) && len(p.Status.InitContainerStatuses) >= len(p.Spec.InitContainers)
-	info.Deleting = p.DeletionTimestamp != nil
-	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		info.Terminal = string(p.Status.Phase)
-	}
-	for _, st := range p.Status.ContainerStatuses {
-		if st.ContainerID == "" {
-			continue
-		}
-		if info.CPULimitsMilli == nil {
-			info.CPULimitsMilli = map[string]int64{}
-		}
-		q := limits[st.Name][corev1.ResourceCPU]
-		info.CPULimitsMilli[st.ContainerID] = q.MilliValue()
-	}
-	info.Untouched = !c.cfg.manages(p.Namespace) || static || (err == nil && req.Pool == PoolNone) ||
-		p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-	return info
+	return c.poolPod(p, static)
 }
 
-// cpuDemand is the pod's CPU limit (else request) over its app containers,
-// or the largest init container's if larger, rounded up to whole CPUs.
-func cpuDemand(p *corev1.Pod) int {
-	of := func(cs []corev1.Container) (sum, maxOne int64) {
-		for _, c := range cs {
-			q, ok := c.Resources.Limits[corev1.ResourceCPU]
-			if !ok {
-				q = c.Resources.Requests[corev1.ResourceCPU]
-			}
-			m := q.MilliValue()
-			sum += m
-			maxOne = max(maxOne, m)
-		}
-		return
+// refreshKubeletState re-reads the kubelet's CPU manager view; on a change
+// it updates the taken set and requeues every pod.
+func (c *controller) refreshKubeletState(ctx context.Context) {
+	var ks kubeletStatic
+	var err error
+	if c.podres != nil {
+		ks, err = c.podres.read(ctx)
+	} else {
+		ks, err = readKubeletState(c.cfg.KubeletCPUManagerState)
 	}
-	app, _ := of(p.Spec.Containers)
-	_, initMax := of(p.Spec.InitContainers)
-	m := max(app, initMax)
-	return int((m + 999) / 1000)
-}
-
-// qosClass is the pod's QoS class: the status field when the kubelet has
-// set it, else computed by the Kubernetes rule.
-func qosClass(p *corev1.Pod) QoSClass {
-	switch p.Status.QOSClass {
-	case corev1.PodQOSGuaranteed:
-		return QoSGuaranteed
-	case corev1.PodQOSBurstable:
-		return QoSBurstable
-	case corev1.PodQOSBestEffort:
-		return QoSBestEffort
-	}
-	any, guaranteed := false, true
-	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
-		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			req, hasReq := c.Resources.Requests[r]
-			lim, hasLim := c.Resources.Limits[r]
-			if hasReq || hasLim {
-				any = true
-			}
-			if !hasLim || (hasReq && req.Cmp(lim) != 0) {
-				guaranteed = false
-			}
-		}
-	}
-	switch {
-	case !any:
-		return QoSBestEffort
-	case guaranteed:
-		return QoSGuaranteed
-	}
-	return QoSBurstable
-}
-
-// enqueueAll queues every pod of the node.
-func (c *controller) enqueueAll() {
-	pods, _ := c.lister.List(labels.Everything())
-	now := time.Now()
-	for _, p := range pods {
-		c.rememberPod(p)
-		c.enqueue(p.Namespace+"/"+p.Name, now)
-	}
-}
-
-// refreshKubeletState re-reads cpu_manager_state; on a change it updates the
-// taken set and requeues every pod.
-func (c *controller) refreshKubeletState() {
-	ks, err := readKubeletState(c.cfg.KubeletCPUManagerState)
 	if err != nil {
 		c.log.Error(err, "keeping the last good kubelet CPU manager view")
 		return
 	}
 	c.mu.Lock()
-	changed := !ks.Taken.Equals(c.kubelet.Taken) || len(ks.Pods) != len(c.kubelet.Pods)
+	podsChanged := !maps.Equal(ks.Pods, c.kubelet.Pods)
 	c.kubelet = ks
 	c.mu.Unlock()
-	if changed {
-		c.pools.mu.Lock()
-		c.pools.state.setKubeletTaken(ks.Taken)
-		c.pools.mu.Unlock()
+	if c.pools.SetKubeletTaken(ks.Taken) || podsChanged {
 		c.enqueueAll()
 	}
 }
 
 // sweep re-applies every pod's target (missed cgroup creations, drift).
 func (c *controller) sweep(ctx context.Context) {
-	c.refreshKubeletState()
+	c.refreshKubeletState(ctx)
 	res := c.pools.Sweep(c.allPods())
 	c.metrics.observe(c.pools.State(), res, time.Time{}, false)
-	c.emitDrift(ctx, res)
+	c.emitDrift(res)
 	for uid := range res.Failed {
-		if objs, _ := c.indexer.ByIndex(uidIndex, uid); len(objs) == 1 {
-			if p, ok := objs[0].(*corev1.Pod); ok {
-				c.queue.AddRateLimited(p.Namespace + "/" + p.Name)
-			}
+		if p := c.podByUID(uid); p != nil {
+			c.queue.AddRateLimited(keyOf(p.Namespace, p.Name))
 		}
 	}
-	_ = ctx
+	// A release that failed (its checkpoint write) is retried from here
+	// too: a deleted pod's key stays known until its release succeeds.
+	c.mu.Lock()
+	var retry []string
+	for key, k := range c.known {
+		if _, held := c.pools.State().Assignment(k.UID); held && c.podByUID(k.UID) == nil {
+			retry = append(retry, key)
+		}
+	}
+	c.mu.Unlock()
+	for _, key := range retry {
+		c.queue.Add(key)
+	}
 }
 
 // emitDrift sends one Event per pod whose cgroups were found changed behind
 // the agent's back and set again.
-func (c *controller) emitDrift(ctx context.Context, res syncResult) {
+func (c *controller) emitDrift(res pools.Result) {
 	if len(res.DriftPaths) > 0 {
 		c.log.Info("drift: cgroup files changed by someone else, set back", "files", res.DriftPaths)
 	}
 	for uid, n := range res.DriftUIDs {
-		objs, _ := c.indexer.ByIndex(uidIndex, uid)
-		if len(objs) != 1 {
+		p := c.podByUID(uid)
+		if p == nil {
 			continue
 		}
-		p, ok := objs[0].(*corev1.Pod)
-		if !ok {
-			continue
-		}
-		c.events.emit(ctx, &knownPod{UID: uid, Namespace: p.Namespace, Name: p.Name}, podEvent{Warning: true, Reason: "DriftCorrected",
+		c.events.emit(&podRef{UID: uid, Namespace: p.Namespace, Name: p.Name}, pools.Event{Warning: true, Reason: local.EventDriftCorrected,
 			Message: fmt.Sprintf("%d cgroup file(s) had been changed by someone else; set back to the pod's pool", n)})
 	}
 }
-
-func (c *controller) String() string { return fmt.Sprintf("controller(%s)", c.cfg.NodeName) }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr/funcr"
+
+	"github.com/cgpilot/cgpilot/topology"
 )
 
 // TestDiscoverWithMaskedInterrupts runs discovery on this machine's real
@@ -48,9 +50,8 @@ func TestDiscoverWithMaskedInterrupts(t *testing.T) {
 	if !strings.Contains(joined, "act as any") || !strings.Contains(joined, "interrupts: empty (masked)") {
 		t.Fatalf("no logged reason for the io-queues fallback:\n%s", joined)
 	}
-	a := topologyAllocator{topo: topo, ioAny: len(topo.IRQs) == 0}
-	for _, io := range []string{"avoid", "spread", "any"} {
-		got, err := a.Allocate(all, 1, AllocOptions{IOQueues: io})
+	for _, io := range []topology.IOPolicy{topology.IOAvoid, topology.IOSpread, topology.IOAny} {
+		got, err := topology.Allocate(topo, topology.State{CapRatio: 1}, topology.Request{CPUs: 1, IOQueues: io})
 		if err != nil || got.Size() != 1 || !got.IsSubsetOf(all) {
 			t.Fatalf("io-queues %s: %s, %v", io, got, err)
 		}

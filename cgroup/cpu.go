@@ -27,6 +27,25 @@ const (
 	MaxPeriodUs = 1000000
 )
 
+// DefaultPeriodUs is the CFS period the kubelet sets on every pod and
+// container (100 ms).
+const DefaultPeriodUs = 100000
+
+// KubeletQuota is the CFS quota the kubelet derives from a CPU limit in
+// millicores: limit × period / 1000, at least 1 ms; no limit (≤ 0) is
+// unlimited.
+func KubeletQuota(milliCPU int64) Quota {
+	if milliCPU <= 0 {
+		return Quota{QuotaUs: -1, PeriodUs: DefaultPeriodUs}
+	}
+	// Saturate instead of overflowing on absurd limits.
+	q := int64(math.MaxInt64)
+	if milliCPU <= math.MaxInt64/DefaultPeriodUs {
+		q = milliCPU * DefaultPeriodUs / 1000
+	}
+	return Quota{QuotaUs: max(q, MinQuotaUs), PeriodUs: DefaultPeriodUs}
+}
+
 // Quota is a CFS bandwidth limit: QuotaUs of CPU time per PeriodUs.
 // QuotaUs < 0 means unlimited.
 type Quota struct {
@@ -295,4 +314,15 @@ func WeightFormulaFor(runtime, version string) (WeightFormula, error) {
 		return WeightQuadratic, nil
 	}
 	return WeightLinear, nil
+}
+
+// KubeletShares is the cpu.shares the kubelet derives from a CPU request in
+// millicores: request × 1024 / 1000, at least MinShares, at most MaxShares
+// (on v2 it becomes cpu.weight through the Writer's WeightFormula).
+func KubeletShares(milliCPU int64) uint64 {
+	if milliCPU <= 0 {
+		return MinShares
+	}
+	s := uint64(milliCPU) * 1024 / 1000
+	return min(max(s, MinShares), MaxShares)
 }

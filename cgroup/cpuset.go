@@ -3,10 +3,11 @@
 package cgroup
 
 import (
-	"fmt"
 	"path/filepath"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cgpilot/cgpilot/internal/cpulist"
 )
 
 // cpuset.go: the cpuset controller, cpuset.cpus and cpuset.mems (same names
@@ -19,23 +20,14 @@ const (
 	memsFile = "cpuset.mems"
 )
 
-// parseCPUList parses the kernel's list syntax ("0-3,8"); empty is an empty
-// set (a fresh v1 cpuset or an unset v2 one).
-func parseCPUList(s string) (cpuset.CPUSet, error) {
-	set, err := cpuset.Parse(s)
-	if err != nil {
-		return cpuset.CPUSet{}, fmt.Errorf("cpu list %q: %w", s, err)
-	}
-	return set, nil
-}
-
 // readCPUSetFile reads cpuset.cpus or cpuset.mems.
 func readCPUSetFile(dir, file string) (cpuset.CPUSet, error) {
 	s, err := readFile(dir, file)
 	if err != nil {
 		return cpuset.CPUSet{}, err
 	}
-	set, err := parseCPUList(s)
+	// Empty is an empty set: a fresh v1 cpuset or an unset v2 one.
+	set, err := cpulist.Parse(s)
 	if err != nil {
 		return cpuset.CPUSet{}, parseErr(filepath.Join(dir, file), []byte(s), err.Error())
 	}

@@ -16,6 +16,15 @@
 //     and memory limits on a pod and its containers in the leveled order
 //     documented on Apply, after safety checks, with dry-run, an audit
 //     record per write, rollback on failure and Reassert for drift.
+//   - Kubepods (kubepods.go): the node's kubepods tree as a whole, for the
+//     CPU pools: the QoS parents, a pod's child cgroups (listed, and cached
+//     while Watch keeps the cache current), cpuset reads, and ApplyPod,
+//     which writes a pod's CPU placement through the Writer and absorbs the
+//     races with the runtime that creates and removes those cgroups.
+//     ParsePodDir reads a pod UID from a directory name, KubeletQuota is
+//     the kubelet's CFS quota for a CPU limit.
+//   - Watch (watch.go): inotify on the kubepods tree: pods and containers
+//     appearing, containers going away.
 //
 // file.go is the only file that opens cgroup files; it goes through
 // opencontainers/cgroups (openat2 confined to /sys/fs/cgroup, fstatfs check
@@ -23,12 +32,14 @@
 // package never creates or deletes cgroups.
 //
 // Errors: every error wraps one sentinel of errors.go (ErrGone for a cgroup
-// that disappeared, ErrParse, ErrRefused, ErrWrite, ErrRead, ErrLayout,
-// ErrNotCgroupfs, ErrBadName, ErrUnsupported) and names the file and the
+// that disappeared, ErrNotReady for one not yet created in every hierarchy,
+// ErrParse, ErrRefused, ErrWrite, ErrRead, ErrLayout, ErrNotCgroupfs,
+// ErrBadName, ErrUnsupported) and names the file and the
 // value; *FileError carries the errno, *Refusal the rule that refused. A
 // refused plan writes nothing; a plan the kernel rejects half-way is rolled
 // back.
 //
-// It imports no k8s.io/* package except k8s.io/utils/cpuset, and none of
-// topology, recommend or agent.
+// It imports no k8s.io/* package except k8s.io/utils/cpuset, internal/*
+// (cpulist parses every CPU list), fsnotify, and none of topology,
+// recommend, api or agent.
 package cgroup

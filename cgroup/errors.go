@@ -26,6 +26,10 @@ var (
 	// ErrLayout: pod/container directories could not be resolved, or the
 	// layout configuration is invalid.
 	ErrLayout = errors.New("cgroup layout")
+	// ErrNotReady: a pod or container cgroup exists in some hierarchies but
+	// not yet in every one a plan needs (the kubelet and the runtimes create
+	// one hierarchy at a time). Callers retry shortly; it is not a failure.
+	ErrNotReady = errors.New("cgroup not created yet in every hierarchy")
 	// ErrUnsupported: the operation or file does not exist here: memory.high
 	// on cgroup v1, or a file missing from a cgroup that exists (controller
 	// not enabled in the parent's v2 subtree_control, or an older kernel).

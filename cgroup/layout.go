@@ -446,3 +446,32 @@ func (*Layout) dir(mnt Mount, rel string) (string, error) {
 	}
 	return filepath.Join(mnt.Point, rel), nil
 }
+
+// ParsePodDir returns the pod UID of a pod cgroup directory name, for the
+// cgroupfs driver ("pod<uid>") and the systemd one
+// ("kubepods-burstable-pod<uid_with_underscores>.slice"); ok is false for
+// any other name.
+func ParsePodDir(name string) (uid string, ok bool) {
+	if uid, ok := strings.CutPrefix(name, "pod"); ok && uid != "" && !strings.Contains(uid, ".") {
+		if !validToken(uid) {
+			return "", false
+		}
+		return uid, true
+	}
+	if !strings.HasSuffix(name, ".slice") {
+		return "", false
+	}
+	i := strings.LastIndex(name, "-pod")
+	if i < 0 {
+		return "", false
+	}
+	uid = strings.TrimSuffix(name[i+len("-pod"):], ".slice")
+	if uid == "" || strings.ContainsAny(uid, "-.") {
+		return "", false
+	}
+	uid = strings.ReplaceAll(uid, "_", "-")
+	if !validToken(uid) {
+		return "", false
+	}
+	return uid, true
+}

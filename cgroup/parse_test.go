@@ -5,8 +5,6 @@ package cgroup
 import (
 	"fmt"
 	"testing"
-
-	"k8s.io/utils/cpuset"
 )
 
 const (
@@ -142,21 +140,6 @@ func TestParseMemoryLimitAndCPUMax(t *testing.T) {
 	}
 }
 
-func TestParseCPUList(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want string
-		err  bool
-	}{
-		{"0-3,8", "0-3,8", false}, {"", "", false}, {"3,1,2", "1-3", false}, {"1-", "", true}, {"a", "", true},
-	} {
-		s, err := parseCPUList(tc.in)
-		if (err != nil) != tc.err || (!tc.err && s.String() != tc.want) {
-			t.Errorf("parseCPUList(%q) = %v, %v", tc.in, s, err)
-		}
-	}
-}
-
 func TestParseFixed2AndUint(t *testing.T) {
 	for in, want := range map[string]uint64{"0": 0, "0.00": 0, "12.34": 1234, "1.5": 150, "100.00": 10000} {
 		if got, err := parseFixed2([]byte(in)); err != nil || got != want {
@@ -266,22 +249,6 @@ func FuzzParsePSI(f *testing.F) {
 		var q Pressure
 		if err := parsePSI([]byte(s), &q); err != nil || q != p {
 			t.Fatalf("round trip of %q: %+v vs %+v (%v)", b, q, p, err)
-		}
-	})
-}
-
-func FuzzParseCPUList(f *testing.F) {
-	for _, s := range []string{"0-3,8", "", "1", "0-1023", "3,1-2"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		set, err := parseCPUList(s)
-		if err != nil {
-			return
-		}
-		again, err := cpuset.Parse(set.String())
-		if err != nil || !again.Equals(set) {
-			t.Fatalf("canonical form %q of %q does not round-trip: %v", set.String(), s, err)
 		}
 	})
 }

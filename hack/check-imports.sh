@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
-# check-imports.sh - enforce cgpilot's package rules (run by make lint).
+# check-imports.sh - enforce cgpilot's package walls (run by make lint, and
+# so by CI). Each rule names who may import what; a violation names the
+# importer. The layout they protect:
 #
-#  1. topology, cgroup and recommend (with their tests, transitively, via
-#     `go list -deps -test`) import no k8s.io/* package except
-#     k8s.io/utils/cpuset, and none of each other or agent.
-#  2. No package imports agent except cmd/* (and agent's own sub-packages).
-#  3. Every package has a package doc comment.
-#  4. Every .go file that touches /sys, /proc or cgroupfs carries a build
-#     constraint that requires linux (//go:build linux, or a _linux.go name).
-#     "Touches" is decided by a heuristic: a string literal starting with /sys
-#     or /proc outside a // comment, or an import of a library that reads them
-#     (opencontainers/cgroups, containerd/cgroups, prometheus/procfs).
+#   internal/*          leaf helpers (cpulist, atomicfile): the standard
+#                       library and k8s.io/utils/cpuset only
+#   topology, cgroup,   libraries: no k8s.io/* but k8s.io/utils/cpuset, none
+#   recommend           of each other, api, agent or cmd (tests included)
+#   api/local           the node-local protocol: no client-go, no k8s.io/*
+#                       but cpuset, no cgpilot package but internal/*
+#   api/v1alpha1        the cluster API types: k8s.io/apimachinery only
+#   agent/pools         the CPU pools: no client-go, no k8s.io/* but cpuset;
+#                       cgroup, topology, api/local, internal/*
+#   agent/rightsize,    right-sizing: the same walls as agent/pools
+#   agent/collector,    (decisions, sampling and history know no
+#   agent/history       client-go); recommend and oomwatch allowed
+#   agent/oomwatch      no k8s.io/*; cgroup and internal/* only
+#   agent               wires everything; only cmd/* and test/* import it,
+#                       and no sub-package of agent imports agent itself
+#   aggregator/...      reserved for the cluster aggregator: never imports
+#                       agent (agents and the aggregator meet in api/*)
+#   cmd/cgpilotctl      must not link client-go (it talks to the socket)
+#
+# Also: every package has a package doc comment, and every .go file that
+# touches /sys, /proc or cgroupfs requires linux in its build constraint.
 #
 # Prints every violation and exits 1 if there is any.
 set -euo pipefail
@@ -22,36 +35,65 @@ violation() { echo "check-imports: $*" >&2; fail=1; }
 # go list -test names test variants "pkg [pkg.test]"; the rules are about pkg.
 strip_variants() { sed -E 's/ \[[^]]*\]//g'; }
 
-# ---- 1. library purity
-libs=(topology cgroup recommend)
-for lib in "${libs[@]}"; do
-  [ -d "$lib" ] || continue
-  # One line per dependency: "<path>|<its direct imports, comma-separated>".
-  graph=$(go list -e -deps -test -f '{{.ImportPath}}|{{join .Imports ","}}' "./$lib/..." | strip_variants | sort -u)
-  forbidden="^k8s\.io/|^$mod/(agent|cmd)(/|$)"
-  for other in "${libs[@]}"; do
-    [ "$other" = "$lib" ] || forbidden="$forbidden|^$mod/$other(/|$)"
-  done
+# deps_rule NAME PATTERN FORBIDDEN [ALLOWED] [-test]: no package in the
+# dependency graph of PATTERN may match the extended regex FORBIDDEN unless
+# it matches ALLOWED. With -test, the packages' tests count too.
+deps_rule() {
+  local name=$1 pattern=$2 forbidden=$3 allowed=${4:-'^$'} test=${5:-}
+  local dirs=${pattern%/...}
+  [ -d "$dirs" ] || return 0
+  allowed="$allowed|^$mod/$dirs(/|\$)" # a package may import itself and its children
+  local graph
+  graph=$(go list -e -deps $test -f '{{.ImportPath}}|{{join .Imports ","}}' "./$pattern" | strip_variants | sort -u)
   while IFS= read -r dep; do
     [ -n "$dep" ] || continue
     importers=$(awk -F'|' -v d="$dep" '{ n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] == d) { print $1; break } }' <<<"$graph" | paste -sd, -)
-    violation "$lib must not depend on $dep (imported by $importers)"
-  done < <(cut -d'|' -f1 <<<"$graph" | grep -E "$forbidden" | grep -vx 'k8s.io/utils/cpuset' || true)
+    violation "$name must not depend on $dep (imported by $importers)"
+  done < <(cut -d'|' -f1 <<<"$graph" | grep -E "$forbidden" | grep -vE "$allowed" || true)
+}
+
+cpuset='^k8s\.io/utils/cpuset$'
+internal="^$mod/internal/"
+
+# ---- leaf helpers
+deps_rule internal "internal/..." "^k8s\.io/|^$mod/" "$cpuset|$internal"
+
+# ---- libraries
+libs=(topology cgroup recommend)
+for lib in "${libs[@]}"; do
+  forbidden="^k8s\.io/|^$mod/(agent|cmd|api|aggregator)(/|$)"
+  for other in "${libs[@]}"; do
+    [ "$other" = "$lib" ] || forbidden="$forbidden|^$mod/$other(/|$)"
+  done
+  deps_rule "$lib" "$lib/..." "$forbidden" "$cpuset" -test
 done
 
-# ---- 2. only cmd imports agent
+# ---- the wire contracts
+deps_rule api/local "api/local/..." "^k8s\.io/|^$mod/" "$cpuset|$internal"
+deps_rule api/v1alpha1 "api/v1alpha1/..." "^k8s\.io/(client-go|api)(/|$)|^$mod/" "$internal"
+
+# ---- agent's rooms
+deps_rule agent/pools "agent/pools" "^k8s\.io/|^$mod/(agent|cmd|aggregator|recommend)(/|$)" "$cpuset|^$mod/agent/pools$"
+for room in rightsize collector history; do
+  deps_rule "agent/$room" "agent/$room/..." "^k8s\.io/|^$mod/(agent|cmd|aggregator)$|^$mod/(cmd|aggregator)/|^$mod/agent/(pools)(/|$)" "$cpuset|^$mod/agent/$room(/|$)|^$mod/agent/oomwatch$"
+done
+deps_rule agent/oomwatch "agent/oomwatch/..." "^k8s\.io/|^$mod/(agent|cmd|api|aggregator|topology|recommend)(/|$)" "$cpuset"
+deps_rule aggregator "aggregator/..." "^$mod/agent(/|$)"
+deps_rule cmd/cgpilotctl "cmd/cgpilotctl" "^k8s\.io/client-go(/|$)"
+
+# ---- only cmd/* and test/* import agent; agent's sub-packages never do
 while IFS='|' read -r pkg imports; do
-  case $pkg in "$mod"/cmd/* | "$mod"/agent | "$mod"/agent/*) continue ;; esac
-  tr ',' '\n' <<<"$imports" | grep -qE "^$mod/agent(/|$)" &&
-    violation "$pkg imports agent: only cmd/* may (move the shared part out of agent)"
+  case $pkg in "$mod"/cmd/* | "$mod"/test/* | "$mod"/agent) continue ;; esac
+  tr ',' '\n' <<<"$imports" | grep -qE "^$mod/agent$" &&
+    violation "$pkg imports agent: only cmd/* and test/* may (move the shared part out of agent)"
 done < <(go list -e -f '{{.ImportPath}}|{{join .Imports ","}},{{join .TestImports ","}},{{join .XTestImports ","}}' ./...)
 
-# ---- 3. package docs
+# ---- package docs
 while IFS= read -r pkg; do
   [ -z "$pkg" ] || violation "$pkg has no package doc comment (add a doc.go saying what it is for)"
 done < <(go list -e -f '{{if not .Doc}}{{.ImportPath}}{{end}}' ./...)
 
-# ---- 4. linux build constraint on files that touch /sys, /proc or cgroupfs
+# ---- linux build constraint on files that touch /sys, /proc or cgroupfs
 touches='"/(sys|proc)(/|")|`/(sys|proc)(/|`)|"github\.com/(opencontainers/cgroups|containerd/cgroups|prometheus/procfs)'
 while IFS= read -r f; do
   case $f in *_linux.go | *_linux_test.go) continue ;; esac

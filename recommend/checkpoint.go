@@ -10,8 +10,9 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/cgpilot/cgpilot/internal/atomicfile"
 )
 
 // A checkpoint keeps only what cannot be recomputed: the histograms and the
@@ -27,8 +28,10 @@ import (
 // The checksum covers the exact stored bytes, not a printed Go value, and
 // the repeated version makes an edit of the header alone fail.
 const (
-	// CheckpointVersion is the version SaveCheckpoint writes.
-	CheckpointVersion = 1
+	// CheckpointVersion is the version SaveCheckpoint writes. Version 2
+	// adds each container's violation trackers (see tracker); version 1
+	// files still load, their trackers starting empty (migrateV1).
+	CheckpointVersion = 2
 	// MaxCheckpointBytes bounds what LoadCheckpoint reads.
 	MaxCheckpointBytes = 256 << 20
 	// MaxCheckpointContainers bounds the containers of one checkpoint.
@@ -144,7 +147,7 @@ func (c *container) appendState(b []byte, id string) []byte {
 		}
 		b = appendTime(b, v.windowEnd)
 		b = appendTime(b, v.lastMemSample)
-		return b
+		return c.appendTrackers(b)
 	}
 	b = append(b, 0)
 	for _, s := range []*resourceState{&c.cpu, &c.mem} {
@@ -159,12 +162,37 @@ func (c *container) appendState(b []byte, id string) []byte {
 		b = appendFloat(b, s.peak)
 		b = appendFloat(b, s.held)
 	}
+	return c.appendTrackers(b)
+}
+
+// appendTrackers appends (version 2) both trackers: target in force,
+// decayed violation and sample counts, last decay time, ε and margin.
+func (c *container) appendTrackers(b []byte) []byte {
+	for _, t := range []*tracker{&c.cpuT, &c.memT} {
+		for _, v := range []float64{t.inForce, t.viol, t.n} {
+			b = appendFloat(b, v)
+		}
+		b = appendTime(b, t.last)
+		b = appendFloat(b, t.eps)
+		b = appendFloat(b, t.margin)
+	}
 	return b
 }
 
-// SaveCheckpoint writes the state to path atomically: a temporary file in
-// the same directory is written, fsynced and renamed over path, then the
-// directory is fsynced, so a crash leaves either the old or the new file.
+func (d *decoder) trackers(c *container) {
+	for _, t := range []*tracker{&c.cpuT, &c.memT} {
+		t.inForce, t.viol, t.n = d.float(), d.float(), d.float()
+		t.last = d.time()
+		t.eps, t.margin = d.float(), d.float()
+		if d.err == nil && (!validAmount(t.inForce) || !validAmount(t.viol) || !validAmount(t.n) || t.viol > t.n ||
+			!(t.eps >= 0 && t.eps <= 0.5) || !(t.margin >= 0 && t.margin <= maxObjectiveMargin)) {
+			d.fail("violation tracker out of range: %+v", *t)
+		}
+	}
+}
+
+// SaveCheckpoint writes the state to path atomically and durably through
+// internal/atomicfile: a crash leaves either the old or the new file.
 func (r *Recommender) SaveCheckpoint(path string, now time.Time) error {
 	data, err := r.EncodeCheckpoint(now)
 	if err != nil {
@@ -173,51 +201,20 @@ func (r *Recommender) SaveCheckpoint(path string, now time.Time) error {
 	if len(data) > MaxCheckpointBytes {
 		return fmt.Errorf("%w: %s: %d bytes exceed the %d-byte bound", ErrCheckpoint, path, len(data), MaxCheckpointBytes)
 	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrCheckpoint, path, err)
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("%w: write %s: %w", ErrCheckpoint, tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("%w: fsync %s: %w", ErrCheckpoint, tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("%w: close %s: %w", ErrCheckpoint, tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("%w: rename %s to %s: %w", ErrCheckpoint, tmp.Name(), path, err)
-	}
-	ok = true
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("%w: open dir %s: %w", ErrCheckpoint, dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("%w: fsync dir %s: %w", ErrCheckpoint, dir, err)
+	if err := atomicfile.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("%w: %w", ErrCheckpoint, err)
 	}
 	return nil
 }
 
 // LoadCheckpoint replaces the state with the checkpoint at path, all or
 // nothing. A missing file returns an error wrapping fs.ErrNotExist. A
-// corrupt, oversized, foreign-policy or future-version file returns a
-// *CorruptCheckpointError or *VersionError (both wrap ErrCheckpoint), is
-// renamed to path + ".corrupt" so that the next save does not lose the
-// evidence, and leaves the state untouched (fresh at startup).
+// corrupt, oversized or foreign-policy file returns a
+// *CorruptCheckpointError (wrapping ErrCheckpoint), is moved aside with
+// atomicfile.Quarantine so that the next save does not lose the evidence,
+// and leaves the state untouched (fresh at startup). A file of a newer
+// format returns a *VersionError and is left in place: a downgraded agent
+// must not destroy its successor's state.
 func (r *Recommender) LoadCheckpoint(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -231,9 +228,9 @@ func (r *Recommender) LoadCheckpoint(path string) error {
 	err = r.DecodeCheckpoint(path, data)
 	var ce *CorruptCheckpointError
 	var ve *VersionError
-	if errors.As(err, &ce) || errors.As(err, &ve) {
-		if rerr := os.Rename(path, path+".corrupt"); rerr != nil {
-			return fmt.Errorf("%w (and moving it aside failed: %w)", err, rerr)
+	if errors.As(err, &ce) || (errors.As(err, &ve) && ve.Version < 1) {
+		if _, qerr := atomicfile.Quarantine(path, time.Now()); qerr != nil {
+			return fmt.Errorf("%w (and moving it aside failed: %w)", err, qerr)
 		}
 	}
 	return err
@@ -259,9 +256,9 @@ func (r *Recommender) DecodeCheckpoint(name string, data []byte) error {
 	if !bytes.Equal(sum[:], data[12:44]) {
 		return &CorruptCheckpointError{Path: name, Want: "sha256:" + hex.EncodeToString(data[12:44]), Got: "sha256:" + hex.EncodeToString(sum[:])}
 	}
-	// Version 1 is the only format so far; a v2 decoder would add
-	// migrateV1 here, converting the decoded v1 state explicitly.
-	containers, err := r.decodeV1(payload)
+	// Versions 1 and 2 share the layout up to the trackers that version 2
+	// appends per container; migrateV1 is the explicit conversion.
+	containers, err := r.decodePayload(binary.LittleEndian.Uint32(data[8:12]), payload)
 	if err != nil {
 		return corrupt("%v", err)
 	}
@@ -320,7 +317,15 @@ func (d *decoder) hist(fresh *Histogram) *Histogram {
 	return h
 }
 
-func (r *Recommender) decodeV1(raw []byte) (map[string]*container, error) {
+// migrateV1 brings a container decoded from a version 1 checkpoint to
+// version 2: its violation trackers start empty, so the realised rates
+// restart from the next samples and ε from the objective; the target in
+// force is the one the v1 state held.
+func migrateV1(c *container) {
+	c.cpuT, c.memT = tracker{inForce: c.cpu.held}, tracker{inForce: c.mem.held}
+}
+
+func (r *Recommender) decodePayload(header uint32, raw []byte) (map[string]*container, error) {
 	d := &decoder{buf: raw, kind: ErrCheckpoint}
 	if len(raw) < 4 {
 		return nil, errors.New("payload truncated")
@@ -333,8 +338,8 @@ func (r *Recommender) decodeV1(raw []byte) (map[string]*container, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	if version != 1 {
-		return nil, fmt.Errorf("payload version %d inside a version 1 header", version)
+	if version != header {
+		return nil, fmt.Errorf("payload version %d inside a version %d header", version, header)
 	}
 	if policy != r.policy.Name || Engine(engine) != r.policy.Engine {
 		return nil, fmt.Errorf("written by policy %q (%s), this recommender runs %q (%s)", policy, engine, r.policy.Name, r.policy.Engine)
@@ -394,6 +399,11 @@ func (r *Recommender) decodeV1(raw []byte) (map[string]*container, error) {
 			}
 		default:
 			d.fail("state kind %d does not match engine %s", kind, r.policy.Engine)
+		}
+		if version >= 2 {
+			d.trackers(c)
+		} else {
+			migrateV1(c)
 		}
 		if d.err != nil {
 			return nil, fmt.Errorf("container %q: %w", id, d.err)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cgpilot/cgpilot/internal/atomicfile"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files and testdata samples")
@@ -143,7 +145,7 @@ func TestCheckpointLoadErrors(t *testing.T) {
 		{"truncated", good[:len(good)-1], &corrupt},
 		{"future version", edit(func(b []byte) []byte { b[8] = 7; return b }), &version},
 		{"version 0", edit(func(b []byte) []byte { b[8] = 0; return b }), &version},
-		{"payload version mismatch", withPayload(func(p []byte) []byte { p[0] = 2; return p }), &corrupt},
+		{"payload version mismatch", withPayload(func(p []byte) []byte { p[0] = 1; return p }), &corrupt},
 		{"truncated payload", withPayload(func(p []byte) []byte { return p[:len(p)-9] }), &corrupt},
 		{"trailing payload bytes", withPayload(func(p []byte) []byte { return append(p, 0) }), &corrupt},
 		{"huge container count", withPayload(func(p []byte) []byte {
@@ -172,8 +174,16 @@ func TestCheckpointLoadErrors(t *testing.T) {
 			if fresh.Containers() != 1 {
 				t.Errorf("state changed: %d containers after a failed load", fresh.Containers())
 			}
-			if _, err := os.Stat(path + ".corrupt"); err != nil {
-				t.Errorf("corrupt file not moved aside: %v", err)
+			aside, _ := atomicfile.Quarantined(path)
+			if tc.name == "future version" {
+				// A newer format stays where it is, untouched.
+				if b, err := os.ReadFile(path); err != nil || string(b) != string(tc.data) || len(aside) != 0 {
+					t.Errorf("newer checkpoint not left in place: %v, aside %v", err, aside)
+				}
+				return
+			}
+			if len(aside) != 1 {
+				t.Errorf("corrupt file not moved aside: %v", aside)
 			}
 		})
 	}
@@ -233,6 +243,27 @@ func TestCheckpointV1Sample(t *testing.T) {
 	}
 	if binary.LittleEndian.Uint32(data[8:12]) != 1 {
 		t.Error("sample is not version 1")
+	}
+	// Migrated: the trackers start empty with the v1 target in force, and
+	// a save writes version 2 that loads back to the same recommendations.
+	c0 := r.containers["pod-a/c0"]
+	if c0.cpuT.n != 0 || c0.cpuT.inForce != c0.cpu.held {
+		t.Errorf("migrated tracker %+v, held %v", c0.cpuT, c0.cpu.held)
+	}
+	v2, err := r.EncodeCheckpoint(t0)
+	if err != nil || binary.LittleEndian.Uint32(v2[8:12]) != CheckpointVersion {
+		t.Fatalf("re-encode: %v", err)
+	}
+	back, _ := New(v1SamplePolicy())
+	if err := back.DecodeCheckpoint("v2", v2); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"pod-a/c0"} {
+		a, _ := r.Recommend(id, t0.Add(60*time.Hour))
+		b, _ := back.Recommend(id, t0.Add(60*time.Hour))
+		if a != b {
+			t.Errorf("%s after v1→v2: %+v, want %+v", id, b, a)
+		}
 	}
 }
 

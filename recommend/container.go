@@ -55,18 +55,35 @@ func (s *resourceState) add(rp *ResourcePolicy, t time.Time, v float64) {
 	}
 }
 
-// raw is the unclamped estimate: percentile / saturation.
+// raw is the unclamped estimate at percentile p: the percentile / saturation.
 func (s *resourceState) raw(rp *ResourcePolicy, p float64) float64 {
-	v := s.hist.Percentile(p)
-	if p == rp.Percentile {
-		if rp.ViolationCost > 0 {
-			v = max(v, s.hist.costOptimum(rp.ViolationCost))
-		}
-		if s.fast != nil {
-			v = max(v, s.fast.Percentile(rp.FastPercentile))
+	return s.hist.Percentile(p) / rp.Saturation
+}
+
+// target is the unclamped target estimate, with the percentile and the
+// histogram value it rests on and the mode that chose it: the tracked
+// percentile 1 − ε (objective), the policy's percentile, or the cost
+// optimum when that is larger; the fast histogram can only raise it.
+func (s *resourceState) target(rp *ResourcePolicy, t *tracker) (est, p, value float64, mode string) {
+	mode, p = "percentile", rp.Percentile
+	if rp.Objective > 0 && t.eps > 0 {
+		mode, p = "objective", 1-t.eps
+	}
+	value = s.hist.Percentile(p)
+	cost := rp.ViolationCost
+	if rp.RelativeViolationCost > 0 {
+		cost = rp.RelativeViolationCost * s.hist.mean()
+	}
+	if cost > 0 {
+		if c := s.hist.costOptimum(cost); c > value {
+			value, mode = c, "cost"
+			p = s.hist.cdf(c)
 		}
 	}
-	return v / rp.Saturation
+	if s.fast != nil {
+		value = max(value, s.fast.Percentile(rp.FastPercentile))
+	}
+	return value * (1 + t.margin) / rp.Saturation, p, value, mode
 }
 
 func clampRound(rp *ResourcePolicy, v float64) float64 {
@@ -116,6 +133,7 @@ type container struct {
 	vpa *vpaContainer // EngineVPA only
 
 	cpu, mem    resourceState
+	cpuT, memT  tracker // realised violations; objective mode (both engines report them)
 	first, last time.Time
 	samples     int64
 
@@ -143,6 +161,8 @@ func (c *container) add(p *Policy, s Sample) {
 	}
 	c.last = s.Time
 	c.samples++
+	c.cpuT.observe(s.CPUCores)
+	c.memT.observe(s.MemoryBytes)
 	if c.vpa != nil {
 		c.vpa.addCPU(s.Time, s.CPUCores)
 		c.vpa.addMemory(s.Time, s.MemoryBytes)
@@ -199,14 +219,27 @@ func (c *container) recommend(p *Policy, now time.Time) (Recommendation, bool) {
 	if c.samples == 0 {
 		return Recommendation{}, false
 	}
+	life := c.last.Sub(c.first)
 	if c.vpa != nil {
-		a := c.vpa.recommend()
-		return Recommendation{Time: now,
+		a := c.vpa.recommend(&p.VPA)
+		r := Recommendation{Time: now,
 			CPU:    Estimate{Target: float64(a.targetCPU) / 1000, Lower: float64(a.lowerCPU) / 1000, Upper: float64(a.upperCPU) / 1000},
 			Memory: Estimate{Target: float64(a.targetMem), Lower: float64(a.lowerMem), Upper: float64(a.upperMem)},
-		}, true
+		}
+		cfg := &p.VPA
+		for _, x := range []struct {
+			t      *tracker
+			e      *Estimate
+			h      *Histogram
+			p      float64
+			factor float64
+		}{{&c.cpuT, &r.CPU, c.vpa.cpu, cfg.TargetCPUPercentile, 1}, {&c.memT, &r.Memory, c.vpa.mem, cfg.TargetMemoryPercentile, 1}} {
+			x.t.step(&ResourcePolicy{}, now)
+			x.e.Explain = x.t.explain("vpa", 0, x.p, x.h.Percentile(x.p)*x.factor, x.e.Target, life)
+			x.t.inForce = x.e.Target
+		}
+		return r, true
 	}
-	life := c.last.Sub(c.first)
 	if life < time.Duration(p.MinHistory) {
 		return Recommendation{}, false
 	}
@@ -214,12 +247,17 @@ func (c *container) recommend(p *Policy, now time.Time) (Recommendation, bool) {
 	if ch := time.Duration(p.ConfidenceHistory); ch > 0 && life < ch {
 		widen += p.ShortHistoryMargin * (1 - float64(life)/float64(ch))
 	}
-	est := func(rs *resourceState, rp *ResourcePolicy, req, lim float64) Estimate {
+	est := func(rs *resourceState, t *tracker, rp *ResourcePolicy, req, lim float64) Estimate {
+		t.step(rp, now)
+		raw, pct, value, mode := rs.target(rp, t)
 		e := Estimate{
-			Target: rs.next(rp, clampRound(rp, rs.raw(rp, rp.Percentile)*widen)),
+			Target: rs.next(rp, clampRound(rp, raw*widen)),
 			Lower:  clampRound(rp, rs.raw(rp, 0.5)),
 			Upper:  clampRound(rp, rs.raw(rp, 1)*widen),
 		}
+		e.Explain = t.explain(mode, rp.Objective, pct, value, e.Target, life)
+		t.inForce = e.Target
+		t.held = e.Target > clampRound(rp, raw*widen)*(1+1e-9)
 		switch {
 		case req > 0 && lim > 0:
 			e.Limit = e.Target * lim / req
@@ -232,8 +270,8 @@ func (c *container) recommend(p *Policy, now time.Time) (Recommendation, bool) {
 		return e
 	}
 	r := Recommendation{Time: now,
-		CPU:    est(&c.cpu, &p.CPU, c.spec.CPURequest, c.spec.CPULimit),
-		Memory: est(&c.mem, &p.Memory, c.spec.MemoryRequest, c.spec.MemoryLimit),
+		CPU:    est(&c.cpu, &c.cpuT, &p.CPU, c.spec.CPURequest, c.spec.CPULimit),
+		Memory: est(&c.mem, &c.memT, &p.Memory, c.spec.MemoryRequest, c.spec.MemoryLimit),
 	}
 	if c.oomLimit > 0 && now.Sub(c.lastOOMAt) < time.Duration(p.OOMWindow) {
 		r.Memory.Limit = max(r.Memory.Limit, c.oomLimit)

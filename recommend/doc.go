@@ -48,6 +48,24 @@
 // on the Bitbrains July and August 2013 traces (TestFrontier prints the
 // frontier); the same preset must be re-checked on other traces.
 //
+// Preset "cgpilot-slo" (SLOPolicy) aims each container at a stated
+// violation objective per resource (ResourcePolicy.Objective: CPU above the
+// target at most 1 % of the samples, memory 0.1 %). Every sample is
+// compared with the target in force when it arrives (no lookahead); the
+// decayed realised rate (ObjectiveHalfLife) moves the tail share ε of the
+// percentile 1 − ε it builds the target from, by log(objective/rate) per
+// day, within [objective/20, 20·objective]; when even the top percentile
+// is exceeded too often (usage growing past its history) the rest becomes
+// a margin, given back first when violations fall. The hysteresis band is
+// narrower (20 % down, 5 % up) and ε does not grow while the band holds an
+// older, higher target (anti-windup), so resizes stay under one a day.
+// RelativeViolationCost is the cost term in units of the container's own
+// mean usage, independent of a fleet's absolute sizes. Every Estimate
+// carries an Explanation: mode, objective, percentile and margin used,
+// realised violation rate and its sample weight, history length.
+// Policy.WithOverrides applies a user's per-resource targetSaturation,
+// percentile, violationObjective, minAllowed and maxAllowed on a preset.
+//
 // OOM: the memory limit after a kill is
 // max(current limit, usage at kill) × (1 + OOMFactor)^(kills within
 // OOMWindow), capped by Memory.Max (OOMLimit), and the histogram takes VPA's
@@ -70,12 +88,15 @@
 // Every error wraps one of the sentinels in errors.go (ErrTrace,
 // ErrCheckpoint, ErrInvalidPolicy, ...) with %w and names the file, line or
 // value. Bad input changes nothing: a rejected sample is not recorded, a
-// failed checkpoint load leaves the state as it was (typed
-// *CorruptCheckpointError or *VersionError, the file moved aside), a failed
-// histogram decode leaves the histogram as it was. Nothing panics on input.
+// failed checkpoint load leaves the state as it was (a corrupt file gives
+// *CorruptCheckpointError and is moved aside; a newer format gives
+// *VersionError and stays in place), a failed histogram decode leaves the
+// histogram as it was. Nothing panics on input. Checkpoints are written
+// through internal/atomicfile, like every cgpilot checkpoint.
 //
 // # Imports
 //
-// recommend imports no k8s.io/* package and none of topology, cgroup or
-// agent; it reads no /proc, /sys or cgroupfs.
+// recommend imports no k8s.io/* package, internal/* only of cgpilot, and
+// none of topology, cgroup, api or agent; it reads no /proc, /sys or
+// cgroupfs.
 package recommend

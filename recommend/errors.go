@@ -24,5 +24,5 @@ var (
 	ErrInvalidSample = errors.New("recommend: invalid sample")
 )
 
-// ErrStaleSample: a sample not later than the container's previous one.
-var ErrStaleSample = errors.New("recommend: sample not after the previous one")
+// ErrStaleSample: a sample older than the container's previous one.
+var ErrStaleSample = errors.New("recommend: sample older than the previous one")

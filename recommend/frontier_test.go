@@ -25,10 +25,18 @@ func TestFrontier(t *testing.T) {
 	if months[0] == "" {
 		months = []string{"07", "08"}
 	}
+	files := map[string]string{}
+	for i, m := range months {
+		files[m] = dir + "/bitbrains-2013-" + m + ".csv.gz"
+		if strings.Contains(m, ".csv") {
+			months[i] = strings.TrimSuffix(strings.TrimSuffix(m, ".gz"), ".csv")
+			files[months[i]] = dir + "/" + m
+		}
+	}
 	cands := frontierCandidates()
 	for _, m := range months {
 		start := time.Now()
-		tr, err := ReadTraceFile(dir + "/bitbrains-2013-" + m + ".csv.gz")
+		tr, err := ReadTraceFile(files[m])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,6 +109,15 @@ func frontierCandidates() []Policy {
 					r.rp.MaxStepDown = f
 				case "sup":
 					r.rp.MaxStepUp = f
+				case "obj":
+					r.rp.Objective = f
+					if r.rp.ObjectiveHalfLife == 0 {
+						r.rp.ObjectiveHalfLife = Duration(72 * time.Hour)
+					}
+				case "rvc":
+					r.rp.RelativeViolationCost = f
+				case "ohl":
+					r.rp.ObjectiveHalfLife = Duration(d)
 				default:
 					panic("unknown knob " + k)
 				}

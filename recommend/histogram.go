@@ -574,3 +574,32 @@ func (h *Histogram) costOptimum(cost float64) float64 {
 	}
 	return best
 }
+
+// cdf returns the share of the weight in buckets that end at or below x
+// (the percentile a bucket end stands for); 0 for an empty histogram.
+func (h *Histogram) cdf(x float64) float64 {
+	if h.IsEmpty() || !(h.total > 0) {
+		return 0
+	}
+	below := 0.0
+	for b := h.min; b <= h.max && h.opts.BucketStart(b+1) <= x; b++ {
+		below += h.weights[b]
+	}
+	return min(below/h.total, 1)
+}
+
+// mean returns the weighted mean of the bucket midpoints; 0 when empty.
+func (h *Histogram) mean() float64 {
+	if h.IsEmpty() || !(h.total > 0) {
+		return 0
+	}
+	var m float64
+	for b := h.min; b <= h.max; b++ {
+		hi := h.opts.BucketStart(b + 1)
+		if b == h.opts.NumBuckets-1 {
+			hi = h.opts.BucketStart(b)
+		}
+		m += h.weights[b] * (h.opts.BucketStart(b) + hi) / 2
+	}
+	return m / h.total
+}

@@ -84,18 +84,36 @@ type ResourcePolicy struct {
 	// percentile this spends the violation budget where headroom is
 	// expensive: large, bursty containers get tighter targets, small ones
 	// generous ones. Percentile then acts as a floor.
-	ViolationCost  float64 `json:"violation_cost"`
-	FastPercentile float64 `json:"fast_percentile"`
-	Min            float64 `json:"min"`
-	Max            float64 `json:"max"`
-	Round          float64 `json:"round"`
-	MaxStepUp      float64 `json:"max_step_up"`
-	MaxStepDown    float64 `json:"max_step_down"`
-	UpBand         float64 `json:"up_band"`
-	DownBand       float64 `json:"down_band"`
+	ViolationCost float64 `json:"violation_cost"`
+	// RelativeViolationCost, when > 0, is ViolationCost in units of the
+	// container's own decayed mean usage: one sample above the target
+	// costs as much as RelativeViolationCost × mean of idle reservation.
+	// The optimum then depends only on the shape of the usage (steady
+	// containers get tight targets, spiky ones spend their violations),
+	// not on the trace's absolute sizes, so it carries across fleets. It
+	// replaces ViolationCost.
+	RelativeViolationCost float64 `json:"relative_violation_cost"`
+	FastPercentile        float64 `json:"fast_percentile"`
+	Min                   float64 `json:"min"`
+	Max                   float64 `json:"max"`
+	Round                 float64 `json:"round"`
+	MaxStepUp             float64 `json:"max_step_up"`
+	MaxStepDown           float64 `json:"max_step_down"`
+	UpBand                float64 `json:"up_band"`
+	DownBand              float64 `json:"down_band"`
 	// LimitRatio: limit = target × LimitRatio when the container's own
 	// limit/request ratio is unknown; 0 means no limit recommendation.
 	LimitRatio float64 `json:"limit_ratio"`
+	// Objective, when > 0, is the stated service level: the share of
+	// samples allowed above the target, per container (0.01 = "CPU above
+	// the request at most 1 % of the time"). The recommender tracks each
+	// container's realised violation rate against the target in force,
+	// over ObjectiveHalfLife, and moves the percentile it uses (1 − ε, ε
+	// starting at Objective) until the realised rate meets the objective;
+	// Percentile is then ignored. With ViolationCost the target is the
+	// larger of the two, so the objective is an upper bound per container.
+	Objective         float64  `json:"objective"`
+	ObjectiveHalfLife Duration `json:"objective_half_life"`
 }
 
 func (r ResourcePolicy) validate(name string) error {
@@ -118,6 +136,8 @@ func (r ResourcePolicy) validate(name string) error {
 		return bad("fast_percentile", r.FastPercentile)
 	case !fin(r.ViolationCost) || r.ViolationCost < 0:
 		return bad("violation_cost", r.ViolationCost)
+	case !fin(r.RelativeViolationCost) || r.RelativeViolationCost < 0:
+		return bad("relative_violation_cost", r.RelativeViolationCost)
 	case !fin(r.Min) || r.Min < 0:
 		return bad("min", r.Min)
 	case !fin(r.Max) || (r.Max != 0 && r.Max < r.Min):
@@ -134,9 +154,17 @@ func (r ResourcePolicy) validate(name string) error {
 		return bad("down_band", r.DownBand)
 	case !fin(r.LimitRatio) || (r.LimitRatio != 0 && r.LimitRatio < 1):
 		return bad("limit_ratio", r.LimitRatio)
+	case !(r.Objective >= 0 && r.Objective <= maxObjective):
+		return bad("objective", r.Objective)
+	case r.ObjectiveHalfLife < 0 || (r.Objective > 0 && r.ObjectiveHalfLife == 0):
+		return bad("objective_half_life", time.Duration(r.ObjectiveHalfLife))
 	}
 	return nil
 }
+
+// maxObjective bounds a stated violation rate: above a quarter of the
+// samples a "request" is no longer a service level.
+const maxObjective = 0.25
 
 // Validate checks every setting and names the first bad one.
 func (p Policy) Validate() error {
@@ -206,6 +234,31 @@ var presets = map[string]func() Policy{
 	"platform-sl-0.4": func() Policy { return platformPreset("platform-sl-0.4", 0.4) },
 	"platform-sl-0.6": func() Policy { return platformPreset("platform-sl-0.6", 0.6) },
 	"platform-sl-0.8": func() Policy { return platformPreset("platform-sl-0.8", 0.8) },
+	// cgpilot-slo: each container aimed at a stated violation rate (CPU
+	// above the target at most 1 % of the samples, memory 0.1 %), its
+	// percentile and margin tracked from its own realised rate.
+	SLOPreset: func() Policy { return SLOPolicy(SLOPreset, 0.01, 0.001) },
+}
+
+// SLOPreset names the objective-tracking preset.
+const SLOPreset = "cgpilot-slo"
+
+// SLOPolicy is the objective-tracking policy with the given violation
+// objectives for CPU and memory (the hysteresis, floors and history
+// settings of the default preset; no cost term).
+func SLOPolicy(name string, cpuObjective, memObjective float64) Policy {
+	p := balancedPreset()
+	p.Name = name
+	for _, x := range []struct {
+		rp  *ResourcePolicy
+		obj float64
+	}{{&p.CPU, cpuObjective}, {&p.Memory, memObjective}} {
+		x.rp.ViolationCost, x.rp.Objective, x.rp.ObjectiveHalfLife = 0, x.obj, Duration(72*time.Hour)
+		// A narrower dead band than the cost preset's: the tracked
+		// percentile must be able to reach the target in force.
+		x.rp.DownBand, x.rp.UpBand = 0.2, 0.05
+	}
+	return p
 }
 
 func platformPreset(name string, saturation float64) Policy {
@@ -256,4 +309,91 @@ func PresetNames() []string {
 	}
 	sort.Strings(names)
 	return slices.Clip(names)
+}
+
+// ResourceOverrides are a user's settings for one resource on top of a
+// preset (a RightsizePolicy's per-resource fields); nil leaves the preset's
+// value. Percentile asks for a fixed percentile and Objective for a
+// tracked violation rate: at most one of the two.
+type ResourceOverrides struct {
+	TargetSaturation *float64 `json:"targetSaturation,omitempty"`
+	Percentile       *float64 `json:"percentile,omitempty"`
+	Objective        *float64 `json:"violationObjective,omitempty"`
+	MinAllowed       *float64 `json:"minAllowed,omitempty"`
+	MaxAllowed       *float64 `json:"maxAllowed,omitempty"`
+}
+
+// Overrides are ResourceOverrides for CPU (cores) and memory (bytes).
+type Overrides struct {
+	CPU    ResourceOverrides `json:"cpu"`
+	Memory ResourceOverrides `json:"memory"`
+}
+
+// WithOverrides returns p with o applied and validated, or an error
+// wrapping ErrInvalidPolicy that names the field; p is not changed. On the
+// cgpilot engine a Percentile turns off the objective and the cost terms
+// (a fixed percentile, as asked) and an Objective turns off the cost terms
+// (ObjectiveHalfLife defaults to 72 h). The vpa engine takes Percentile
+// (its target percentile) and MinAllowed (its pod minimum) only.
+func (p Policy) WithOverrides(o Overrides) (Policy, error) {
+	bad := func(res, field string, v any) error {
+		return fmt.Errorf("%w: %s: override %s.%s = %v", ErrInvalidPolicy, p.Name, res, field, v)
+	}
+	for _, x := range []struct {
+		name string
+		o    ResourceOverrides
+		rp   *ResourcePolicy
+	}{{"cpu", o.CPU, &p.CPU}, {"memory", o.Memory, &p.Memory}} {
+		if x.o.Percentile != nil && x.o.Objective != nil {
+			return Policy{}, bad(x.name, "percentile and violationObjective", "both set")
+		}
+		if p.Engine == EngineVPA {
+			switch {
+			case x.o.TargetSaturation != nil:
+				return Policy{}, bad(x.name, "targetSaturation", "not supported by the vpa engine")
+			case x.o.Objective != nil:
+				return Policy{}, bad(x.name, "violationObjective", "not supported by the vpa engine")
+			case x.o.MaxAllowed != nil:
+				return Policy{}, bad(x.name, "maxAllowed", "not supported by the vpa engine")
+			}
+			if v := x.o.Percentile; v != nil {
+				if x.name == "cpu" {
+					p.VPA.TargetCPUPercentile = *v
+				} else {
+					p.VPA.TargetMemoryPercentile = *v
+				}
+			}
+			if v := x.o.MinAllowed; v != nil {
+				if !(*v >= 0) || math.IsInf(*v, 0) {
+					return Policy{}, bad(x.name, "minAllowed", *v)
+				}
+				if x.name == "cpu" {
+					p.VPA.PodMinCPUMillicores = *v * 1000
+				} else {
+					p.VPA.PodMinMemoryMiB = *v / mib
+				}
+			}
+			continue
+		}
+		rp := x.rp
+		if v := x.o.TargetSaturation; v != nil {
+			rp.Saturation = *v
+		}
+		if v := x.o.Percentile; v != nil {
+			rp.Percentile, rp.Objective, rp.ViolationCost, rp.RelativeViolationCost = *v, 0, 0, 0
+		}
+		if v := x.o.Objective; v != nil {
+			rp.Objective, rp.ViolationCost, rp.RelativeViolationCost = *v, 0, 0
+			if rp.ObjectiveHalfLife == 0 {
+				rp.ObjectiveHalfLife = Duration(72 * time.Hour)
+			}
+		}
+		if v := x.o.MinAllowed; v != nil {
+			rp.Min = *v
+		}
+		if v := x.o.MaxAllowed; v != nil {
+			rp.Max = *v
+		}
+	}
+	return p, p.Validate()
 }

@@ -31,15 +31,20 @@ type OOMEvent struct {
 }
 
 // Estimate is a recommendation for one resource, in cores or bytes. Limit is
-// 0 when the policy recommends none.
+// 0 when the policy recommends none. Explain says where Target came from.
 type Estimate struct {
-	Target, Lower, Upper, Limit float64
+	Target  float64     `json:"target"`
+	Lower   float64     `json:"lower"`
+	Upper   float64     `json:"upper"`
+	Limit   float64     `json:"limit,omitempty"`
+	Explain Explanation `json:"explain"`
 }
 
 // Recommendation is what a container should get at Time.
 type Recommendation struct {
-	Time        time.Time
-	CPU, Memory Estimate
+	Time   time.Time `json:"time"`
+	CPU    Estimate  `json:"cpu"`
+	Memory Estimate  `json:"memory"`
 }
 
 // Recommender keeps per-container state under one policy. It is safe for
@@ -53,6 +58,8 @@ type Recommender struct {
 	// decay memoises decay factors for every histogram of this Recommender
 	// (guarded by mu like the histograms that use it).
 	decay *decayMemo
+	// withOverrides memoises RecommendWith's policies (guarded by mu).
+	withOverrides map[OverridesKey]*Policy
 }
 
 // New returns a Recommender for a validated copy of p.
@@ -77,8 +84,10 @@ func (r *Recommender) get(id string) *container {
 }
 
 // Add records a sample of container id. A negative, NaN or infinite value
-// gives ErrInvalidSample and a sample not after the container's previous one
-// gives ErrStaleSample; in both cases nothing changes. On the ingest path,
+// gives ErrInvalidSample and a sample older than the container's previous
+// one gives ErrStaleSample; in both cases nothing changes. Samples at the
+// same time are several instances of one container (the pods of one
+// workload, sampled in one round): each counts. On the ingest path,
 // Recorder.Add does the same without looking the id up per sample.
 func (r *Recommender) Add(id string, s Sample) error {
 	if err := checkSample(id, s); err != nil {
@@ -100,9 +109,9 @@ func staleSample(id string, t, prev time.Time) error {
 	return fmt.Errorf("%w: container %q at %s, previous sample at %s", ErrStaleSample, id, t.Format(time.RFC3339Nano), prev.Format(time.RFC3339Nano))
 }
 
-// addChecked adds a valid sample unless it is not after the previous one.
+// addChecked adds a valid sample unless it is older than the previous one.
 func (c *container) addChecked(p *Policy, id string, s Sample) error {
-	if c.samples > 0 && !s.Time.After(c.last) {
+	if c.samples > 0 && s.Time.Before(c.last) {
 		return staleSample(id, s.Time, c.last)
 	}
 	c.add(p, s)
@@ -153,8 +162,8 @@ func (h *Recorder) Add(s Sample) error {
 }
 
 // AddBatch records samples in order under one lock acquisition. It is all
-// or nothing: when any sample is invalid (ErrInvalidSample) or not after the
-// one before it (ErrStaleSample), the error names its index and no sample
+// or nothing: when any sample is invalid (ErrInvalidSample) or older than
+// the one before it (ErrStaleSample), the error names its index and no sample
 // of the batch is recorded.
 func (h *Recorder) AddBatch(samples []Sample) error {
 	for i, s := range samples {
@@ -167,7 +176,7 @@ func (h *Recorder) AddBatch(samples []Sample) error {
 	c := h.container()
 	prev, have := c.last, c.samples > 0
 	for i, s := range samples {
-		if have && !s.Time.After(prev) {
+		if have && s.Time.Before(prev) {
 			return fmt.Errorf("sample %d of %d: %w", i, len(samples), staleSample(h.id, s.Time, prev))
 		}
 		prev, have = s.Time, true
@@ -212,6 +221,67 @@ func (r *Recommender) Recommend(id string, now time.Time) (Recommendation, bool)
 		return Recommendation{}, false
 	}
 	return c.recommend(&r.policy, now)
+}
+
+// RecommendWith is Recommend with the estimator settings of the
+// Recommender's policy changed by o (a RightsizePolicy's overrides): the
+// histograms are shared, only how a target is read from them differs. An
+// override the policy does not take is an error wrapping ErrInvalidPolicy.
+// The hysteresis state is the container's own, whichever overrides ask.
+func (r *Recommender) RecommendWith(id string, now time.Time, o Overrides) (Recommendation, bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := &r.policy
+	if o.Key() != (OverridesKey{}) {
+		q, err := r.overridden(o)
+		if err != nil {
+			return Recommendation{}, false, err
+		}
+		p = q
+	}
+	c, ok := r.containers[id]
+	if !ok {
+		return Recommendation{}, false, nil
+	}
+	rec, ok := c.recommend(p, now)
+	return rec, ok, nil
+}
+
+// overridden returns the policy with o applied, memoised: a node has a few
+// policies and asks for the same ones every step. r.mu must be held.
+func (r *Recommender) overridden(o Overrides) (*Policy, error) {
+	k := o.Key()
+	if q, ok := r.withOverrides[k]; ok {
+		return q, nil
+	}
+	q, err := r.policy.WithOverrides(o)
+	if err != nil {
+		return nil, err
+	}
+	if r.withOverrides == nil || len(r.withOverrides) > 64 {
+		r.withOverrides = map[OverridesKey]*Policy{}
+	}
+	r.withOverrides[k] = &q
+	return &q, nil
+}
+
+// OverridesKey is Overrides by value (Overrides holds pointers), for
+// maps and comparisons.
+type OverridesKey [10]struct {
+	Set bool
+	V   float64
+}
+
+// Key returns o by value.
+func (o Overrides) Key() OverridesKey {
+	var k OverridesKey
+	for i, p := range []*float64{o.CPU.TargetSaturation, o.CPU.Percentile, o.CPU.Objective, o.CPU.MinAllowed, o.CPU.MaxAllowed,
+		o.Memory.TargetSaturation, o.Memory.Percentile, o.Memory.Objective, o.Memory.MinAllowed, o.Memory.MaxAllowed} {
+		if p != nil {
+			k[i].Set, k[i].V = true, *p
+		}
+	}
+	return k
 }
 
 // Forget drops the state of a container that is gone.

@@ -81,7 +81,6 @@ func TestRecommenderAdd(t *testing.T) {
 	}{
 		{"first", Sample{Time: t0, CPUCores: 0.5, MemoryBytes: 1e8}, nil},
 		{"later", Sample{Time: t0.Add(time.Second), CPUCores: 0, MemoryBytes: 0}, nil},
-		{"same time", Sample{Time: t0.Add(time.Second), CPUCores: 0.5, MemoryBytes: 1e8}, ErrStaleSample},
 		{"earlier", Sample{Time: t0, CPUCores: 0.5, MemoryBytes: 1e8}, ErrStaleSample},
 		{"negative cpu", Sample{Time: t0.Add(time.Hour), CPUCores: -1, MemoryBytes: 1e8}, ErrInvalidSample},
 		{"NaN memory", Sample{Time: t0.Add(time.Hour), CPUCores: 1, MemoryBytes: math.NaN()}, ErrInvalidSample},
@@ -284,5 +283,64 @@ func TestFastHistogram(t *testing.T) {
 	}
 	if !(targets["fast"] > 1.5 && targets[slow.Name] < 1) {
 		t.Errorf("targets after a 1 h level shift: %v; want the fast policy above 1.5 cores and the slow one below 1", targets)
+	}
+}
+
+// TestSameTimeSamplesAreInstances: the pods of one workload are sampled in
+// one round with one time; each sample counts, as VPA counts every pod of
+// an aggregation.
+func TestSameTimeSamplesAreInstances(t *testing.T) {
+	p := mustPreset(t, DefaultPreset)
+	one, two := mustNew(t, p), mustNew(t, p)
+	t0 := time.Unix(1e9, 0)
+	for i := 0; i < 2000; i++ {
+		at := t0.Add(time.Duration(i) * 10 * time.Second)
+		for _, s := range []Sample{{Time: at, CPUCores: 0.2, MemoryBytes: 2e8}, {Time: at, CPUCores: 1.8, MemoryBytes: 9e8}} {
+			if err := two.Add("w", s); err != nil {
+				t.Fatalf("same-time sample: %v", err)
+			}
+		}
+		if err := one.Add("w", Sample{Time: at, CPUCores: 0.2, MemoryBytes: 2e8}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, ok1 := one.Recommend("w", t0.Add(6*time.Hour))
+	b, ok2 := two.Recommend("w", t0.Add(6*time.Hour))
+	if !ok1 || !ok2 || !(b.CPU.Target > a.CPU.Target) || !(b.Memory.Target > a.Memory.Target) {
+		t.Fatalf("the second instance did not count: one %+v, two %+v", a, b)
+	}
+}
+
+// TestRecommendWith: overrides change how the target is read from the
+// shared histograms; invalid ones are refused.
+func TestRecommendWith(t *testing.T) {
+	r := mustNew(t, mustPreset(t, DefaultPreset))
+	t0 := time.Unix(1e9, 0)
+	for i := 0; i < 3000; i++ {
+		cpu := 0.1 + float64(i%100)/100 // 0.1 to 1.09 cores, uniformly
+		if err := r.Add("c", Sample{Time: t0.Add(time.Duration(i) * 10 * time.Second), CPUCores: cpu, MemoryBytes: 3e8}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := t0.Add(9 * time.Hour)
+	half, p99 := 0.5, 0.99
+	low, ok, err := r.RecommendWith("c", now, Overrides{CPU: ResourceOverrides{Percentile: &half}})
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	r2 := mustNew(t, mustPreset(t, DefaultPreset))
+	for i := 0; i < 3000; i++ {
+		cpu := 0.1 + float64(i%100)/100
+		_ = r2.Add("c", Sample{Time: t0.Add(time.Duration(i) * 10 * time.Second), CPUCores: cpu, MemoryBytes: 3e8})
+	}
+	high, ok, err := r2.RecommendWith("c", now, Overrides{CPU: ResourceOverrides{Percentile: &p99}})
+	if err != nil || !ok || !(high.CPU.Target > low.CPU.Target) {
+		t.Fatalf("p99 %v not above p50 %v (%v %v)", high.CPU.Target, low.CPU.Target, ok, err)
+	}
+	if _, _, err := r.RecommendWith("c", now, Overrides{CPU: ResourceOverrides{Percentile: &half, Objective: &half}}); !errors.Is(err, ErrInvalidPolicy) {
+		t.Fatalf("percentile and objective together: %v", err)
+	}
+	if _, ok, err := r.RecommendWith("missing", now, Overrides{}); ok || err != nil {
+		t.Fatalf("unknown container: %v %v", ok, err)
 	}
 }

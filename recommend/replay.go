@@ -21,6 +21,10 @@ type ReplayOptions struct {
 	Progress func(done, total int)
 	// Workers replays series in parallel (default 1); the result is the same.
 	Workers int
+	// ScorePeaks scores violations against the window peaks of a trace
+	// with cpu_cores_max/mem_bytes_max (where a row has them) instead of
+	// the means; slack is always measured from the means.
+	ScorePeaks bool
 }
 
 // RecRow is one recommendation at a step boundary. OK is false when the
@@ -64,6 +68,9 @@ type Summary struct {
 	Control     PolicyScore `json:"control"`
 	PolicyJSON  Policy      `json:"policy_settings"`
 	ControlName string      `json:"control_name"`
+	// MemoryScored is false for a CPU-only trace (memory metrics are 0).
+	MemoryScored bool `json:"memory_scored"`
+	ScorePeaks   bool `json:"score_peaks,omitempty"`
 }
 
 // Replay runs the trace through Policy and Control and scores both with the
@@ -139,6 +146,7 @@ func Replay(tr *Trace, opt ReplayOptions) (Summary, error) {
 		Series: n, Rows: tr.Rows, Step: opt.Step.String(), Warmup: opt.Warmup.String(), Anchor: anchor,
 		Policy: pol.score(opt.Policy.Name), Control: ctl.score(opt.Control.Name),
 		PolicyJSON: opt.Policy, ControlName: opt.Control.Name,
+		MemoryScored: tr.HasMemory, ScorePeaks: opt.ScorePeaks,
 	}, nil
 }
 
@@ -167,7 +175,7 @@ func replaySeries(s *Series, anchor, step, warmup int64, opt *ReplayOptions) *se
 	fed, scored := 0, 0
 	for T := anchor + (floorDiv(first-anchor, step)+1)*step; T <= last; T += step {
 		for ; fed < len(s.TS) && s.TS[fed] < T; fed++ {
-			smp := Sample{Time: time.Unix(s.TS[fed], 0), CPUCores: s.CPU[fed], MemoryBytes: s.Mem[fed]}
+			smp := Sample{Time: time.Unix(s.TS[fed], 0), CPUCores: s.CPU[fed], MemoryBytes: at(s.Mem, fed)}
 			pc.add(&opt.Policy, smp)
 			cc.add(&opt.Control, smp)
 		}
@@ -182,11 +190,35 @@ func replaySeries(s *Series, anchor, step, warmup int64, opt *ReplayOptions) *se
 			if ts < scoreFrom {
 				continue
 			}
-			res.policy.observe(pok, ts, s.CPU[scored], s.Mem[scored], pr)
-			res.control.observe(cok, ts, s.CPU[scored], s.Mem[scored], cr)
+			u := usage{cpu: s.CPU[scored], mem: at(s.Mem, scored), memScored: s.Mem != nil}
+			u.cpuPeak, u.memPeak = u.cpu, u.mem
+			if opt.ScorePeaks {
+				if v := at(s.CPUMax, scored); v == v && s.CPUMax != nil {
+					u.cpuPeak = max(v, u.cpu)
+				}
+				if v := at(s.MemMax, scored); v == v && s.MemMax != nil {
+					u.memPeak = max(v, u.mem)
+				}
+			}
+			res.policy.observe(pok, ts, &u, pr)
+			res.control.observe(cok, ts, &u, cr)
 		}
 	}
 	return res
+}
+
+// at returns v[i], or 0 when the column is absent (nil).
+func at(v []float64, i int) float64 {
+	if v == nil {
+		return 0
+	}
+	return v[i]
+}
+
+// usage is one scored sample: means (slack) and peaks (violations).
+type usage struct {
+	cpu, mem, cpuPeak, memPeak float64
+	memScored                  bool
 }
 
 // resourceScore accumulates one resource of one series.
@@ -199,18 +231,18 @@ type resourceScore struct {
 	hasPrev      bool
 }
 
-func (r *resourceScore) observe(u, target float64) {
+func (r *resourceScore) observe(u, peak, target float64) {
 	if target > u {
 		r.slack += target - u
 	}
 	r.usage += u
-	if u > target {
+	if peak > target {
 		r.viol++
 	}
-	if u > 1.2*target {
+	if peak > 1.2*target {
 		r.viol20++
 	}
-	r.ratios = append(r.ratios, u/target)
+	r.ratios = append(r.ratios, peak/target)
 	if r.hasPrev && math.Abs(target-r.prevTarget) > 0.1*r.prevTarget {
 		r.changes++
 	}
@@ -224,7 +256,7 @@ type seriesScore struct {
 	cpu, mem      resourceScore
 }
 
-func (s *seriesScore) observe(ok bool, ts int64, cpu, mem float64, r Recommendation) {
+func (s *seriesScore) observe(ok bool, ts int64, u *usage, r Recommendation) {
 	if !ok {
 		s.unrecommended++
 		return
@@ -234,8 +266,10 @@ func (s *seriesScore) observe(ok bool, ts int64, cpu, mem float64, r Recommendat
 	}
 	s.last = ts
 	s.n++
-	s.cpu.observe(cpu, r.CPU.Target)
-	s.mem.observe(mem, r.Memory.Target)
+	s.cpu.observe(u.cpu, u.cpuPeak, r.CPU.Target)
+	if u.memScored {
+		s.mem.observe(u.mem, u.memPeak, r.Memory.Target)
+	}
 }
 
 // scoreAcc sums series scores into trace metrics.
@@ -272,6 +306,9 @@ func (a *scoreAcc) merge(s *seriesScore) {
 		p.acc.viol20 += p.rs.viol20
 		p.acc.meanSlackSum += p.rs.slack / float64(s.n)
 		p.acc.changes += p.rs.changes
+		if len(p.rs.ratios) == 0 {
+			continue // memory of a CPU-only trace
+		}
 		sort.Float64s(p.rs.ratios)
 		p.acc.p95 += p.rs.ratios[int(math.Ceil(0.95*float64(len(p.rs.ratios))))-1]
 	}
@@ -283,6 +320,9 @@ func (a *scoreAcc) score(name string) PolicyScore {
 		return ps
 	}
 	m := func(r *resourceAcc) Metrics {
+		if r.usage == 0 && r.viol == 0 && r.slack == 0 {
+			return Metrics{}
+		}
 		out := Metrics{
 			RelativeSlack:             r.slack / r.usage,
 			ViolationRate:             float64(r.viol) / float64(a.samples),

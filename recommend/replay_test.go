@@ -45,9 +45,13 @@ func mustPreset(t testing.TB, name string) Policy {
 }
 
 func replayRows(t *testing.T, tr *Trace, workers int) (Summary, []RecRow) {
+	return replayRowsWith(t, tr, workers, DefaultPreset)
+}
+
+func replayRowsWith(t *testing.T, tr *Trace, workers int, preset string) (Summary, []RecRow) {
 	t.Helper()
 	var rows []RecRow
-	s, err := Replay(tr, ReplayOptions{Policy: mustPreset(t, DefaultPreset), Control: mustPreset(t, "vpa"),
+	s, err := Replay(tr, ReplayOptions{Policy: mustPreset(t, preset), Control: mustPreset(t, "vpa"),
 		Warmup: 24 * time.Hour, Workers: workers, Rows: func(r RecRow) error { rows = append(rows, r); return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -56,10 +60,18 @@ func replayRows(t *testing.T, tr *Trace, workers int) (Summary, []RecRow) {
 }
 
 // TestReplayUsesOnlyPastSamples: changing every sample at or after a cut
-// leaves every row at a boundary ≤ the cut unchanged, and changes later ones.
+// leaves every row at a boundary ≤ the cut unchanged, and changes later
+// ones, for every preset (the objective trackers included: they may only
+// count samples against a target already in force).
 func TestReplayUsesOnlyPastSamples(t *testing.T) {
+	for _, preset := range PresetNames() {
+		t.Run(preset, func(t *testing.T) { testOnlyPastSamples(t, preset) })
+	}
+}
+
+func testOnlyPastSamples(t *testing.T, preset string) {
 	tr := syntheticTrace(1, 3, 4)
-	_, before := replayRows(t, tr, 1)
+	_, before := replayRowsWith(t, tr, 1, preset)
 	cut := tr.MinTS + 3*86400 + 1800
 	for _, s := range tr.Series {
 		for i, ts := range s.TS {
@@ -69,7 +81,7 @@ func TestReplayUsesOnlyPastSamples(t *testing.T) {
 			}
 		}
 	}
-	_, after := replayRows(t, tr, 1)
+	_, after := replayRowsWith(t, tr, 1, preset)
 	if len(before) != len(after) {
 		t.Fatalf("%d rows, then %d", len(before), len(after))
 	}
@@ -153,13 +165,13 @@ func TestScoreDefinitions(t *testing.T) {
 	// 2 (change); usages 0.5, 1.3 (violation > 20 %), 1.0, 1.0.
 	var s1 seriesScore
 	for i, v := range []struct{ target, u float64 }{{1, 0.5}, {1, 1.3}, {1.05, 1}, {2, 1}} {
-		s1.observe(true, int64(i)*28800, v.u, v.u, Recommendation{CPU: Estimate{Target: v.target}, Memory: Estimate{Target: v.target}})
+		s1.observe(true, int64(i)*28800, both(v.u), Recommendation{CPU: Estimate{Target: v.target}, Memory: Estimate{Target: v.target}})
 	}
-	s1.observe(false, 99, 1, 1, Recommendation{})
+	s1.observe(false, 99, both(1), Recommendation{})
 	// Series 2: 2 samples over 1 day, always exactly at target.
 	var s2 seriesScore
-	s2.observe(true, 0, 1, 1, Recommendation{CPU: Estimate{Target: 1}, Memory: Estimate{Target: 1}})
-	s2.observe(true, 86400, 1, 1, Recommendation{CPU: Estimate{Target: 1}, Memory: Estimate{Target: 1}})
+	s2.observe(true, 0, both(1), Recommendation{CPU: Estimate{Target: 1}, Memory: Estimate{Target: 1}})
+	s2.observe(true, 86400, both(1), Recommendation{CPU: Estimate{Target: 1}, Memory: Estimate{Target: 1}})
 	a.merge(&s1)
 	a.merge(&s2)
 	got := a.score("x")
@@ -185,6 +197,11 @@ func TestScoreDefinitions(t *testing.T) {
 			t.Errorf("%s: got %+v\nwant %+v", name, m, want)
 		}
 	}
+}
+
+// both is a scored sample of u for CPU and memory, peaks equal to means.
+func both(u float64) *usage {
+	return &usage{cpu: u, mem: u, cpuPeak: u, memPeak: u, memScored: true}
 }
 
 func TestReplayOptionsErrors(t *testing.T) {

@@ -159,9 +159,9 @@ type vpaAmounts struct {
 }
 
 // recommend evaluates VPA's estimator chain: percentile → margin →
-// confidence multiplier (bounds only) → pod minimum.
-func (c *vpaContainer) recommend() vpaAmounts {
-	cfg := c.cfg
+// confidence multiplier (bounds only) → pod minimum, with the estimator
+// settings of cfg (the histograms keep those they were built with).
+func (c *vpaContainer) recommend(cfg *VPAConfig) vpaAmounts {
 	n := float64(max(cfg.ContainersPerPod, 1))
 	minCPU := scaleAmount(amountFromFloat(cfg.PodMinCPUMillicores*0.001*1000), 1/n)
 	minMem := scaleAmount(amountFromFloat(cfg.PodMinMemoryMiB*1024*1024), 1/n)

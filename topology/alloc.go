@@ -60,6 +60,12 @@ type Request struct {
 	// scheduler): Allocate validates it against the same rules and returns
 	// it, or refuses it with a precise Reason. CPUs may then be 0.
 	Explicit cpuset.CPUSet
+	// Keep, when not empty, is the instance's current exclusive set, which
+	// the caller leaves out of State.Taken: a resize in place. The result
+	// is Keep when CPUs equals its size, the best CPUs of Keep when it
+	// shrinks, and Keep plus the best free CPUs when it grows, so running
+	// threads never move. The cap counts the result.
+	Keep cpuset.CPUSet
 }
 
 // State is what is already decided on the node.
@@ -77,6 +83,10 @@ type State struct {
 
 // DefaultCapRatio is the default cap on exclusive CPUs.
 const DefaultCapRatio = 2.0 / 3.0
+
+// NoExclusiveCap is a CapRatio that allows no exclusive CPU at all (0
+// means DefaultCapRatio).
+const NoExclusiveCap = math.SmallestNonzeroFloat64
 
 // Reason is a machine-readable cause of a refused allocation.
 type Reason string
@@ -223,6 +233,13 @@ func checkState(st State) error {
 	return nil
 }
 
+// CheckRequest validates the policy values and the count of req, as
+// Allocate does first.
+func CheckRequest(req Request) error {
+	_, err := req.withDefaults()
+	return err
+}
+
 func (r Request) withDefaults() (Request, error) {
 	if r.Policy == "" {
 		r.Policy = FullCores
@@ -301,6 +318,44 @@ func Allocate(topo *Topology, st State, req Request) (cpuset.CPUSet, error) {
 	if err := checkLimits(lim, req.CPUs); err != nil {
 		return cpuset.New(), err
 	}
+	if !req.Keep.IsEmpty() {
+		return resize(topo, st, req)
+	}
+	return pick(topo, m, req, req.CPUs)
+}
+
+// resize is Allocate for an instance that holds req.Keep already.
+func resize(topo *Topology, st State, req Request) (cpuset.CPUSet, error) {
+	keep := req.Keep
+	if off := keep.Difference(topo.Online()); !off.IsEmpty() {
+		return cpuset.New(), refuse(ReasonOfflineCPU, off, "held CPUs are not online")
+	}
+	if r := keep.Intersection(st.Reserved.Union(topo.Reserved)); !r.IsEmpty() {
+		return cpuset.New(), refuse(ReasonReservedCPU, r, "held CPUs are reserved")
+	}
+	if tk := keep.Intersection(st.Taken); !tk.IsEmpty() {
+		return cpuset.New(), refuse(ReasonTakenCPU, tk, "held CPUs are granted to another instance too")
+	}
+	n := req.CPUs
+	switch {
+	case n == keep.Size():
+		return keep, nil
+	case n < keep.Size():
+		// The best n of what the instance holds: everything else is taken.
+		only := State{Taken: topo.Online().Difference(keep), Reserved: st.Reserved}
+		return pick(topo, buildMasks(topo, only), req, n)
+	}
+	grown := st
+	grown.Taken = st.Taken.Union(keep)
+	extra, err := pick(topo, buildMasks(topo, grown), req, n-keep.Size())
+	if err != nil {
+		return cpuset.New(), err
+	}
+	return keep.Union(extra), nil
+}
+
+// pick chooses n CPUs among the free ones of m by the request's rules.
+func pick(topo *Topology, m masks, req Request, n int) (cpuset.CPUSet, error) {
 	ix := topo.allocIndex()
 	p := newPicker(topo, ix, m, req)
 	if req.IOQueues == IOAvoid {
@@ -314,7 +369,7 @@ func Allocate(topo *Topology, st State, req Request) (cpuset.CPUSet, error) {
 			for i, io := range ix.ioCore {
 				p.free[i] = p.free[i] && !io
 			}
-			got, err := p.allocate(req.CPUs)
+			got, err := p.allocate(n)
 			if err == nil {
 				return got, nil
 			}
@@ -324,7 +379,7 @@ func Allocate(topo *Topology, st State, req Request) (cpuset.CPUSet, error) {
 			p.ioScore = ix.ioLoad
 		}
 	}
-	return p.allocate(req.CPUs)
+	return p.allocate(n)
 }
 
 // coresOf returns set plus the thread siblings of its CPUs.

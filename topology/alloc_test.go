@@ -56,6 +56,13 @@ func TestAllocate(t *testing.T) {
 		{"sellable: 2 x largest shared", dual, State{SharedMilliCPUs: []int64{2500}}, Request{CPUs: 7}, "", ReasonNotSellable},
 		{"sellable: sold / overcommit", dual, State{SharedMilliCPUs: []int64{1000, 1000, 1000, 1000, 1000, 1000}, Overcommit: 1}, Request{CPUs: 7}, "", ReasonNotSellable},
 		{"sellable allows what is left", dual, State{SharedMilliCPUs: []int64{2500}}, Request{CPUs: 6}, "0,2,4,6,8,10", ""},
+		{"resize: same count keeps the set", dual, State{}, Request{CPUs: 2, Keep: all("0,6")}, "0,6", ""},
+		{"resize: grow keeps and adds the nearest core", dual, State{}, Request{CPUs: 4, Keep: all("0,6")}, "0,2,6,8", ""},
+		{"resize: shrink keeps a whole core of its own", dual, State{}, Request{CPUs: 2, Keep: all("1,3,7,9")}, "1,7", ""},
+		{"resize: the cap counts the result", dual, State{Taken: all("1,3,5,7,9")}, Request{CPUs: 4, Keep: all("0,6")}, "", ReasonOverCap},
+		{"resize: a held CPU granted to another", dual, State{Taken: all("0")}, Request{CPUs: 2, Keep: all("0,6")}, "", ReasonTakenCPU},
+		{"resize: a held CPU now reserved", dual, State{Reserved: all("6")}, Request{CPUs: 2, Keep: all("0,6")}, "", ReasonReservedCPU},
+		{"resize: grow beyond the free CPUs", dual, State{Taken: all("1-5,7-11"), CapRatio: 1}, Request{CPUs: 3, Keep: all("0,6")}, "", ReasonNotEnoughCPUs},
 		{"L3: best-fit cache group keeps the other whole", uncore, State{Taken: all("0,8")}, Request{CPUs: 6}, "1-3,9-11", ""},
 		{"L3: only a whole group holds 8", uncore, State{Taken: all("0,8")}, Request{CPUs: 8}, "4-7,12-15", ""},
 		{"L3: two groups when one cannot", uncore, State{CapRatio: 1}, Request{CPUs: 10}, "0-4,8-12", ""},
@@ -175,4 +182,21 @@ func withDistances(t testing.TB, topo *Topology) *Topology {
 		t.Fatal(err)
 	}
 	return out
+}
+
+func TestFlat(t *testing.T) {
+	topo, err := Flat(mustParse(t, "0-3,8"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := topo.Counts(); c.CPUs != 5 || c.Online != 5 || c.Cores != 5 || c.NUMANodes != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+	got, err := Allocate(topo, State{Taken: mustParse(t, "0")}, Request{CPUs: 2})
+	if err != nil || got.Size() != 2 || got.Contains(0) {
+		t.Fatalf("Allocate on a flat machine: %s, %v", got, err)
+	}
+	if _, err := Allocate(topo, State{Taken: mustParse(t, "0-1")}, Request{CPUs: 2}); !errors.Is(err, ErrAllocation) {
+		t.Fatalf("cap not applied on a flat machine: %v", err)
+	}
 }

@@ -6,62 +6,33 @@ import (
 	"strings"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cgpilot/cgpilot/internal/cpulist"
 )
 
-// MaxCPUID bounds CPU ids accepted from sysfs. Linux's NR_CPUS tops out at
-// 8192 today; the margin keeps room for growth while refusing ranges like
-// "0-2000000000" that would exhaust memory.
-const MaxCPUID = 1<<16 - 1
+// MaxCPUID bounds CPU ids accepted from sysfs: Linux's largest NR_CPUS
+// (cpulist.MaxID), so a corrupt file cannot make a huge set.
+const MaxCPUID = cpulist.MaxID
 
 // parseCPUList parses the Linux list format ("0-3,8,10-11") used by
-// cpulist, *_list and isolated files. It also accepts the ", " separator
-// that blk-mq cpu_list files use ("0, 1"), surrounding whitespace and an
-// empty list. Ids above MaxCPUID are refused.
+// cpulist, *_list and isolated files with the one bounded parser of
+// internal/cpulist. It also accepts what sysfs writes around it: the ", "
+// separator of blk-mq cpu_list files ("0, 1"), surrounding whitespace and
+// an empty list.
 func parseCPUList(s string) (cpuset.CPUSet, error) {
 	s = strings.TrimSpace(s)
-	if s == "" {
-		return cpuset.New(), nil
+	if strings.ContainsAny(s, " \t\n") {
+		parts := strings.Split(s, ",")
+		for i := range parts {
+			parts[i] = strings.TrimSpace(parts[i])
+		}
+		s = strings.Join(parts, ",")
 	}
-	var ids []int
-	for part := range strings.SplitSeq(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			return cpuset.New(), fmt.Errorf("empty element in cpu list %q", s)
-		}
-		lo, hi, isRange := strings.Cut(part, "-")
-		first, err := parseCPUID(lo)
-		if err != nil {
-			return cpuset.New(), fmt.Errorf("cpu list %q: %w", s, err)
-		}
-		last := first
-		if isRange {
-			if last, err = parseCPUID(hi); err != nil {
-				return cpuset.New(), fmt.Errorf("cpu list %q: %w", s, err)
-			}
-			if last < first {
-				return cpuset.New(), fmt.Errorf("cpu list %q: reversed range %q", s, part)
-			}
-		}
-		for id := first; id <= last; id++ {
-			ids = append(ids, id)
-		}
-	}
-	return cpuset.New(ids...), nil
-}
-
-func parseCPUID(s string) (int, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || s[0] == '+' || s[0] == '-' {
-		return 0, fmt.Errorf("bad cpu id %q", s)
-	}
-	id, err := strconv.Atoi(s)
+	set, err := cpulist.Parse(s)
 	if err != nil {
-		return 0, fmt.Errorf("bad cpu id %q", s)
+		return cpuset.New(), fmt.Errorf("cpu list %q: %w", s, err)
 	}
-	if id > MaxCPUID {
-		return 0, fmt.Errorf("cpu id %d above limit %d", id, MaxCPUID)
-	}
-	return id, nil
+	return set, nil
 }
 
 // parseCPUMask parses the hexadecimal mask format of cpumap, *_siblings and
@@ -94,7 +65,3 @@ func parseCPUMask(s string) (cpuset.CPUSet, error) {
 	}
 	return cpuset.New(ids...), nil
 }
-
-// ParseCPUList parses a Linux cpu list ("0-3,8"; "0, 1" as blk-mq writes
-// it), refusing ids above MaxCPUID. Use it for user input such as flags.
-func ParseCPUList(s string) (cpuset.CPUSet, error) { return parseCPUList(s) }

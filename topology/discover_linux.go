@@ -13,6 +13,25 @@ import (
 // "/proc"). It returns an error for unreadable or garbled required files and
 // a degraded topology plus warnings when optional sources are missing.
 func Discover(sysRoot, procRoot string) (*Topology, []Warning, error) {
+	return DiscoverWith(Roots{Sys: sysRoot, Proc: procRoot})
+}
+
+// Roots are where Discover reads.
+type Roots struct {
+	Sys, Proc string
+	// Interrupts is the interrupts file when it is not <Proc>/interrupts:
+	// an unprivileged container sees its runtime's masked copy there, so a
+	// node agent mounts the host's file alone (and reads irq/ from Proc).
+	Interrupts string
+}
+
+// DiscoverWith is Discover with every root given.
+func DiscoverWith(r Roots) (*Topology, []Warning, error) {
+	sysRoot, procRoot := r.Sys, r.Proc
+	interrupts := r.Interrupts
+	if interrupts == "" {
+		interrupts = filepath.Join(procRoot, "interrupts")
+	}
 	cpus, warns, err := readCPUs(sysRoot)
 	if err != nil {
 		return nil, nil, err
@@ -43,7 +62,7 @@ func Discover(sysRoot, procRoot string) (*Topology, []Warning, error) {
 			onlineIDs = append(onlineIDs, cpus[i].ID)
 		}
 	}
-	irqs, w, err := readIRQs(procRoot)
+	irqs, w, err := readIRQs(procRoot, interrupts)
 	if err != nil {
 		return nil, nil, err
 	}

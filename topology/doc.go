@@ -35,7 +35,12 @@
 // Allocate(topo, state, request) is a pure function with no I/O: the agent
 // passes the CPUs it has already granted (State.Taken), reserved CPUs and
 // the sizes of its shared instances, and gets a cpuset or an *AllocError
-// with a machine-readable Reason. A Topology is immutable once built by
+// with a machine-readable Reason. It is the one home of the allocation
+// rules: the cap and the sellable rule (Limits), explicit-set validation,
+// and resizes in place (Request.Keep: a grown set keeps its CPUs, a shrunk
+// one is the best part of them); the agent's CPU pools and `cgpilotctl
+// alloc` both call it and decide the same. Flat builds a machine from CPU
+// ids alone, for when discovery failed. A Topology is immutable once built by
 // Discover or New, so Allocate may run concurrently. With a request that no
 // NUMA node holds, prefer-single uses the fewest nodes that split no more
 // cores than the machine must (whole cores before fewer nodes), nearest
@@ -52,6 +57,7 @@
 //
 // # Imports
 //
-// No k8s.io/* package except k8s.io/utils/cpuset, and none of cgroup,
-// recommend or agent. Roots are parameters, never globals.
+// No k8s.io/* package except k8s.io/utils/cpuset, internal/* (cpulist),
+// and none of cgroup, recommend, api or agent. Roots are parameters, never
+// globals.
 package topology

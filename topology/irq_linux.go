@@ -10,12 +10,11 @@ import (
 	"strconv"
 )
 
-// readIRQs reads <proc>/interrupts and, for every numbered IRQ,
+// readIRQs reads the interrupts file (<proc>/interrupts) and, for every numbered IRQ,
 // <proc>/irq/N/smp_affinity_list (else smp_affinity) and
 // effective_affinity_list. A missing, empty (masked) or unreadable
 // /proc/interrupts yields a warning and no IRQs; a garbled one is an error.
-func readIRQs(procRoot string) ([]IRQ, []Warning, error) {
-	path := filepath.Join(procRoot, "interrupts")
+func readIRQs(procRoot, path string) ([]IRQ, []Warning, error) {
 	b, err := readBounded(path, maxInterruptsBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, []Warning{{path, "absent: no IO-queue information"}}, nil

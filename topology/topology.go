@@ -235,3 +235,15 @@ func (t *Topology) finish() error {
 	t.ai = buildAllocIndex(t)
 	return nil
 }
+
+// Flat is a machine of which only the CPU ids are known: every CPU online,
+// a core of its own, one socket, one NUMA node. The agent allocates on it
+// when discovery failed, so the allocation rules (cap, sellable, explicit
+// sets) stay those of Allocate.
+func Flat(cpus cpuset.CPUSet) (*Topology, error) {
+	list := make([]CPU, 0, cpus.Size())
+	for i, id := range cpus.List() {
+		list = append(list, CPU{ID: id, Online: true, Core: i, RawCoreID: Unknown, Socket: 0, RawPackageID: Unknown, Die: Unknown, NUMA: 0, L3: Unknown})
+	}
+	return New(list, []NUMANode{{ID: 0, CPUs: cpus}}, nil, nil)
+}

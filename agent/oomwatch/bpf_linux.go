@@ -59,7 +59,7 @@ func startBPF(w *Watcher) (*bpfBackend, error) {
 	if err := spec.LoadAndAssign(&b.objs, &ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kspec}}); err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
-			w.log.Debug("oomwatch: verifier log", "log", fmt.Sprintf("%+v", ve))
+			w.log.V(1).Info("verifier log", "log", fmt.Sprintf("%+v", ve))
 		}
 		return fail("load tp_btf programs", err)
 	}
@@ -119,13 +119,13 @@ func (b *bpfBackend) run(w *Watcher) {
 		rec, err := b.rd.Read()
 		if err != nil {
 			if !errors.Is(err, os.ErrClosed) {
-				w.log.Error("oomwatch: ring buffer read failed; no more BPF events", "err", err)
+				w.log.Error(err, "ring buffer read failed; no more BPF events")
 			}
 			return
 		}
 		seen := monoNow()
 		if _, err := binary.Decode(rec.RawSample, binary.NativeEndian, &raw); err != nil {
-			w.log.Error("oomwatch: short BPF event", "len", len(rec.RawSample), "err", err)
+			w.log.Error(err, "short BPF event", "len", len(rec.RawSample))
 			continue
 		}
 		e := Event{

@@ -44,7 +44,7 @@ func startCounters(w *Watcher) (*counterBackend, error) {
 	if w.cfg.Kmsg != "-" {
 		c.kmsg, c.kmsgErr = openKmsg(w.cfg.Kmsg)
 		if c.kmsgErr != nil {
-			w.log.Warn("oomwatch: no victim pids from the kernel log", "err", c.kmsgErr)
+			w.log.Info("no victim pids from the kernel log", "err", c.kmsgErr.Error())
 		}
 	} else {
 		c.kmsgErr = errors.New("disabled by configuration")
@@ -149,7 +149,7 @@ func (c *counterBackend) readInotify() {
 		n, err := c.inotify.Read(buf)
 		if err != nil {
 			if !errors.Is(err, os.ErrClosed) {
-				c.w.log.Error("oomwatch: inotify read failed; falling back to polling", "err", err)
+				c.w.log.Error(err, "inotify read failed; falling back to polling")
 			}
 			return
 		}
@@ -212,7 +212,7 @@ func (c *counterBackend) check(dir string, wait time.Duration) {
 	for delay := 200 * time.Microsecond; ; delay *= 2 {
 		evs, err := c.diff(dir)
 		if err != nil {
-			c.w.log.Warn("oomwatch: dropping watched cgroup", "dir", dir, "err", err)
+			c.w.log.Info("dropping watched cgroup", "dir", dir, "err", err.Error())
 			c.w.Unwatch(dir)
 			return
 		}
@@ -252,7 +252,7 @@ func (c *counterBackend) diff(dir string) ([]Event, error) {
 	d.last = n
 	seen := monoNow()
 	if kills > maxBurst {
-		c.w.log.Warn("oomwatch: more kills than events", "dir", dir, "kills", kills, "events", maxBurst)
+		c.w.log.Info("more kills than events", "dir", dir, "kills", kills, "events", maxBurst)
 		kills = maxBurst
 	}
 	src := SourceOOMControl

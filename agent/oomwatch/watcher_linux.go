@@ -5,14 +5,13 @@ package oomwatch
 import (
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
 
 	"github.com/cgpilot/cgpilot/cgroup"
@@ -57,7 +56,7 @@ type Config struct {
 	// counter, in case a notification was missed (2 s when zero).
 	Poll time.Duration
 	// Logger gets the backend choice and non-fatal problems (none when nil).
-	Logger *slog.Logger
+	Logger logr.Logger
 	// EventBuffer is the capacity of the Events channel (256 when zero).
 	EventBuffer int
 
@@ -69,7 +68,7 @@ type Config struct {
 // Watcher reports OOM kills on Events until Close.
 type Watcher struct {
 	cfg     Config
-	log     *slog.Logger
+	log     logr.Logger
 	mounts  cgroup.Mounts
 	backend Backend
 	reason  string
@@ -125,8 +124,8 @@ func New(cfg Config) (*Watcher, error) {
 		cfg.EventBuffer = 256
 	}
 	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if log.GetSink() == nil {
+		log = logr.Discard()
 	}
 	mounts, err := cgroup.ReadMounts(cfg.ProcRoot)
 	if err != nil {
@@ -161,7 +160,7 @@ func New(cfg Config) (*Watcher, error) {
 		}
 		w.reason += "; pids from " + w.ctr.kmsgState()
 	}
-	log.Info("oomwatch: backend chosen", "backend", w.backend.String(), "reason", w.reason)
+	log.Info("backend chosen", "backend", w.backend.String(), "reason", w.reason)
 	return w, nil
 }
 

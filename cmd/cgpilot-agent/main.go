@@ -34,7 +34,10 @@ func run(args []string, stderr io.Writer) int {
 	configFile := fs.String("config", "", "node configuration file (YAML or JSON; see agent.Config)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty = in-cluster service account")
 	nodeName := fs.String("node-name", "", "this node's name; default $NODE_NAME (downward API)")
-	healthAddr := fs.String("health-addr", def.HealthAddr, "listen address of /healthz, /readyz and /metrics (127.0.0.1 only in tests)")
+	healthAddr := fs.String("health-addr", def.HealthAddr, "listen address of /healthz, /readyz and /metrics (keep it on 127.0.0.1: the probes use it)")
+	metricsAddr := fs.String("metrics-addr", "", "also serve /metrics alone on this address, for a cluster Prometheus (e.g. $(POD_IP):9465); off when empty")
+	interrupts := fs.String("path.interrupts", "", "the host's /proc/interrupts when it is not under --path.procfs (mounted alone in an unprivileged container)")
+	podResources := fs.String("kubelet-pod-resources", "", "the kubelet's PodResources socket; when set, the kubelet's exclusive CPUs come from it instead of kubeletCPUManagerState")
 	socket := fs.String("socket", def.SocketPath, "local API unix socket (mode 0600)")
 	sysRoot := fs.String("path.sysfs", def.SysRoot, "sysfs mount point")
 	procRoot := fs.String("path.procfs", def.ProcRoot, "procfs mount point")
@@ -56,6 +59,7 @@ func run(args []string, stderr io.Writer) int {
 	}
 	cfg.Kubeconfig, cfg.HealthAddr, cfg.SocketPath = *kubeconfig, *healthAddr, *socket
 	cfg.SysRoot, cfg.ProcRoot, cfg.WorkerCount = *sysRoot, *procRoot, *workers
+	cfg.MetricsAddr, cfg.InterruptsPath, cfg.KubeletPodResources = *metricsAddr, *interrupts, *podResources
 	cfg.NodeName = *nodeName
 	if cfg.NodeName == "" {
 		cfg.NodeName = os.Getenv("NODE_NAME")

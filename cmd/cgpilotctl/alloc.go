@@ -11,8 +11,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cgpilot/cgpilot/topology"
 	"k8s.io/utils/cpuset"
+
+	"github.com/cgpilot/cgpilot/internal/cpulist"
+	"github.com/cgpilot/cgpilot/topology"
 )
 
 func init() {
@@ -68,7 +70,7 @@ func runAlloc(args []string, stdout, stderr io.Writer) int {
 	var res, tk, ex cpuset.CPUSet
 	sets["--reserved"], sets["--taken"], sets["--cpuset"] = &res, &tk, &ex
 	for name, val := range map[string]string{"--reserved": *reserved, "--taken": *taken, "--cpuset": *explicit} {
-		set, err := topology.ParseCPUList(val)
+		set, err := cpulist.Parse(val)
 		if err != nil {
 			return failAlloc(stdout, string(topology.ReasonInvalidRequest), fmt.Errorf("%s %q: %w", name, val, err), 2)
 		}

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cgpilot/cgpilot/agent"
+	local "github.com/cgpilot/cgpilot/api/local"
 )
 
 func init() {
@@ -19,8 +19,8 @@ func runEvents(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
-	var evs []agent.EventRecord
-	if err := o.get("/v1/events", url.Values{}, &evs, stdout); err != nil {
+	var evs []local.EventRecord
+	if err := o.get(local.PathEvents, url.Values{}, &evs, stdout); err != nil {
 		return fail(stderr, "events", err)
 	}
 	if o.output == "json" {
@@ -30,7 +30,7 @@ func runEvents(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func printEvents(w io.Writer, evs []agent.EventRecord) {
+func printEvents(w io.Writer, evs []local.EventRecord) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tTYPE\tREASON\tOBJECT\tMESSAGE")
 	for _, e := range evs {

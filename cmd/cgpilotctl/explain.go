@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/cgpilot/cgpilot/agent"
+	local "github.com/cgpilot/cgpilot/api/local"
 )
 
 func init() {
@@ -24,8 +24,8 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cgpilotctl explain: want NAMESPACE/NAME, got %q\n", rest[0])
 		return 2
 	}
-	var v agent.ExplainView
-	if err := o.get("/v1/explain", url.Values{"pod": {rest[0]}}, &v, stdout); err != nil {
+	var v local.ExplainView
+	if err := o.get(local.PathExplain, url.Values{"pod": {rest[0]}}, &v, stdout); err != nil {
 		return fail(stderr, "explain", err)
 	}
 	if o.output == "json" {

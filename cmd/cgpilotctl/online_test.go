@@ -9,13 +9,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cgpilot/cgpilot/agent"
+	local "github.com/cgpilot/cgpilot/api/local"
 )
 
 // serveAPI serves canned agent API answers on a unix socket; the agent's
 // own handler is tested against the real API server in agent/e2e_test.go.
 func serveAPI(t *testing.T) string {
-	sock := filepath.Join(t.TempDir(), "agent.sock")
+	sock := filepath.Join(t.TempDir(), "local.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -24,22 +24,22 @@ func serveAPI(t *testing.T) string {
 	js := func(v any) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) { json.NewEncoder(w).Encode(v) }
 	}
-	mux.Handle("/v1/pods", js([]agent.PodView{
-		{Namespace: "default", Name: "db", QoS: agent.QoSGuaranteed, Pool: agent.PoolExclusive, State: "Allocated", CPUs: "2-3"},
-		{Namespace: "default", Name: "web", QoS: agent.QoSBurstable, Pool: agent.PoolShared, State: "Shared", CPUs: "0-1,4-7"},
+	mux.Handle("/v1/pods", js([]local.PodView{
+		{Namespace: "default", Name: "db", QoS: "Guaranteed", Pool: local.PoolExclusive, State: "Allocated", CPUs: "2-3"},
+		{Namespace: "default", Name: "web", QoS: "Burstable", Pool: local.PoolShared, State: "Shared", CPUs: "0-1,4-7"},
 	}))
-	mux.Handle("/v1/pools", js(agent.PoolsView{NodeSummary: agent.NodeSummary{CPUs: "0-7", SharedPool: "0-1,4-7", Exclusive: "2-3", ExclusiveCap: 5, ExclusivePods: 1, SharedPods: 1},
-		Assignments: []agent.AssignmentView{{Namespace: "default", Name: "db", CPUs: "2-3"}}}))
+	mux.Handle("/v1/pools", js(local.PoolsView{NodeSummary: local.NodeSummary{CPUs: "0-7", SharedPool: "0-1,4-7", Exclusive: "2-3", ExclusiveCap: 5, ExclusivePods: 1, SharedPods: 1},
+		Assignments: []local.AssignmentView{{Namespace: "default", Name: "db", CPUs: "2-3"}}}))
 	mux.HandleFunc("/v1/explain", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("pod") != "default/db" {
 			w.WriteHeader(http.StatusNotFound)
 			json.NewEncoder(w).Encode(map[string]string{"error": `pod "x" not found`})
 			return
 		}
-		json.NewEncoder(w).Encode(agent.ExplainView{PodView: agent.PodView{Namespace: "default", Name: "db", State: "Allocated", CPUs: "2-3"},
-			Decision: "exclusive cpus 2-3", Cgroups: []agent.CgroupView{{Path: "/kubepods/podu", CPUs: "2-3"}}})
+		json.NewEncoder(w).Encode(local.ExplainView{PodView: local.PodView{Namespace: "default", Name: "db", State: "Allocated", CPUs: "2-3"},
+			Decision: "exclusive cpus 2-3", Cgroups: []local.CgroupView{{Path: "/kubepods/podu", CPUs: "2-3"}}})
 	})
-	mux.Handle("/v1/events", js([]agent.EventRecord{{Type: "Normal", Reason: "CPUsAllocated", Namespace: "default", Pod: "db", Message: "exclusive cpus 2-3"}}))
+	mux.Handle("/v1/events", js([]local.EventRecord{{Type: "Normal", Reason: "CPUsAllocated", Namespace: "default", Pod: "db", Message: "exclusive cpus 2-3"}}))
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })

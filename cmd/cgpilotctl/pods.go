@@ -2,17 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"net/url"
 	"text/tabwriter"
-	"time"
 
-	"github.com/cgpilot/cgpilot/agent"
+	local "github.com/cgpilot/cgpilot/api/local"
 )
 
 func init() {
@@ -29,7 +25,7 @@ func parseOnline(name string, args []string, stderr io.Writer, positional int) (
 	fs := flag.NewFlagSet("cgpilotctl "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &onlineFlags{}
-	fs.StringVar(&o.socket, "socket", agent.DefaultConfig().SocketPath, "agent's local API socket")
+	fs.StringVar(&o.socket, "socket", local.DefaultSocket, "agent's local API socket")
 	fs.StringVar(&o.output, "o", "table", "output: table or json")
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, false
@@ -45,35 +41,19 @@ func parseOnline(name string, args []string, stderr io.Writer, positional int) (
 	return o, fs.Args(), true
 }
 
-// get fetches path from the agent's unix socket into v; with -o json the
+// get fetches path from the agent's local API into v; with -o json the
 // raw body is copied to stdout instead.
 func (o *onlineFlags) get(path string, q url.Values, v any, stdout io.Writer) error {
-	c := &http.Client{
-		Timeout: 10 * time.Second,
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", o.socket)
-		}},
-	}
-	u := url.URL{Scheme: "http", Host: "agent", Path: path, RawQuery: q.Encode()}
-	resp, err := c.Get(u.String())
-	if err != nil {
-		return fmt.Errorf("agent API %s: %w (is cgpilot-agent running, and are you root?)", o.socket, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error string }
-		_ = json.Unmarshal(body, &e)
-		return fmt.Errorf("agent: %s", e.Error)
-	}
+	c := local.NewClient(o.socket)
 	if o.output == "json" {
-		_, err := stdout.Write(body)
+		body, err := c.Raw(context.Background(), path, q)
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(body)
 		return err
 	}
-	return json.Unmarshal(body, v)
+	return c.Get(context.Background(), path, q, v)
 }
 
 func fail(stderr io.Writer, name string, err error) int {
@@ -86,8 +66,8 @@ func runPods(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
-	var pods []agent.PodView
-	if err := o.get("/v1/pods", nil, &pods, stdout); err != nil {
+	var pods []local.PodView
+	if err := o.get(local.PathPods, nil, &pods, stdout); err != nil {
 		return fail(stderr, "pods", err)
 	}
 	if o.output == "json" {

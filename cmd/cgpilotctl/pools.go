@@ -5,7 +5,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/cgpilot/cgpilot/agent"
+	local "github.com/cgpilot/cgpilot/api/local"
 )
 
 func init() {
@@ -17,8 +17,8 @@ func runPools(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
-	var v agent.PoolsView
-	if err := o.get("/v1/pools", nil, &v, stdout); err != nil {
+	var v local.PoolsView
+	if err := o.get(local.PathPools, nil, &v, stdout); err != nil {
 		return fail(stderr, "pools", err)
 	}
 	if o.output == "json" {

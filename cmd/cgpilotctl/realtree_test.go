@@ -13,9 +13,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cgpilot/cgpilot/test/tier"
-	"github.com/cgpilot/cgpilot/topology"
 	"k8s.io/utils/cpuset"
+
+	"github.com/cgpilot/cgpilot/internal/cpulist"
+	"github.com/cgpilot/cgpilot/test/tier"
 )
 
 // untgz extracts a must-gather sysinfo.tgz (sys/ and proc/ at the top) into
@@ -92,7 +93,7 @@ func TestCommandsOnRealNode(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}
-	got, err := topology.ParseCPUList(r.CPUs)
+	got, err := cpulist.Parse(r.CPUs)
 	if err != nil || got.Size() != 8 {
 		t.Fatalf("alloc printed %q (%v)", r.CPUs, err)
 	}

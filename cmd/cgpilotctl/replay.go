@@ -45,6 +45,9 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	every := fs.Int("every", 1, "replay only every n-th series (quick looks at large traces)")
 	workers := fs.Int("workers", 1, "series replayed in parallel (the result does not depend on it)")
 	quiet := fs.Bool("quiet", false, "no progress display on stderr")
+	sweep := fs.Bool("sweep", false, "replay the frontier sweep (VPA percentiles, cgpilot-slo objectives, the default preset) and write CSV + SVG to --sweep-out")
+	sweepOut := fs.String("sweep-out", "frontier", "directory for the sweep's <trace>.csv and <trace>.svg")
+	peaks := fs.Bool("score-peaks", false, "score violations against the trace's window peaks (cpu_cores_max, mem_bytes_max) where it has them")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: cgpilotctl replay --trace FILE [--policy NAME|--config FILE] [--step 1h] [--warmup 24h] [--recs-out FILE] [--summary-out FILE]")
 		fmt.Fprintln(stderr, "\nEvery --step it recommends from samples strictly before the boundary, and scores both the policy and")
@@ -77,7 +80,23 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	tr = tr.Subset(*every)
-	opt := recommend.ReplayOptions{Step: *step, Warmup: *warmup, Policy: p, Control: control, Workers: *workers}
+	opt := recommend.ReplayOptions{Step: *step, Warmup: *warmup, Policy: p, Control: control, Workers: *workers, ScorePeaks: *peaks}
+	if *sweep {
+		name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(*trace), ".gz"), ".csv")
+		if *every > 1 {
+			name += fmt.Sprintf("-every%d", *every)
+		}
+		if *peaks {
+			name += "-peaks"
+		}
+		pts, err := runSweep(name, tr, opt, *sweepOut, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "cgpilotctl replay: %v\n", err)
+			return 1
+		}
+		printSweep(stdout, name, pts)
+		return 0
+	}
 	if !*quiet {
 		opt.Progress = progressPrinter(stderr, start)
 	}
@@ -110,6 +129,31 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	printTable(stdout, filepath.Base(*trace), tr, sum, elapsed)
 	return 0
+}
+
+// printSweep prints the sweep's table with the ratios to the VPA control.
+func printSweep(w io.Writer, name string, pts []sweepPoint) {
+	var c recommend.PolicyScore
+	for _, p := range pts {
+		if p.family == "control" {
+			c = p.s
+		}
+	}
+	fmt.Fprintf(w, "sweep %s (ratios to VPA's defaults)\n", name)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\t CPU slack\t ×VPA\t CPU viol\t CPU resizes/day\t mem slack\t ×VPA\t mem viol\t mem resizes/day\t")
+	ratio := func(a, b float64) string {
+		if b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", a/b)
+	}
+	for _, p := range pts {
+		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%.2f%%\t%.2f\t%.3f\t%s\t%.3f%%\t%.2f\t\n", p.label,
+			p.s.CPU.RelativeSlack, ratio(p.s.CPU.RelativeSlack, c.CPU.RelativeSlack), 100*p.s.CPU.ViolationRate, p.s.CPU.ChangesPerSeriesDay,
+			p.s.Memory.RelativeSlack, ratio(p.s.Memory.RelativeSlack, c.Memory.RelativeSlack), 100*p.s.Memory.ViolationRate, p.s.Memory.ChangesPerSeriesDay)
+	}
+	tw.Flush()
 }
 
 func loadPolicy(name, config string) (recommend.Policy, error) {

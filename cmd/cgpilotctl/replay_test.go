@@ -111,3 +111,48 @@ func TestReplayErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestReplaySweep runs the frontier sweep on the fixture trace: one CSV row
+// per swept policy plus the control, and an SVG with both panels.
+func TestReplaySweep(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"replay", "--trace", "testdata/mini.csv", "--sweep", "--sweep-out", dir, "--quiet"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "mini.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	want := len(sweepVPAPercentiles) + len(sweepObjectives) + 2 // + default preset + control
+	if len(lines) != want+1 || !strings.HasPrefix(lines[0], "trace,family,policy,param,scored_samples,cpu_relative_slack") {
+		t.Fatalf("sweep CSV has %d lines (want %d + header):\n%s", len(lines), want, b)
+	}
+	// The VPA sweep's p90 point is upstream VPA itself: it must equal the control.
+	var p90, control []string
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		switch f[2] {
+		case "vpa p90":
+			p90 = f[4:]
+		case "vpa (upstream default)":
+			control = f[4:]
+		}
+	}
+	if p90 == nil || strings.Join(p90, ",") != strings.Join(control, ",") {
+		t.Errorf("vpa p90 %v differs from the control %v", p90, control)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "mini.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"<svg", ">CPU<", ">memory<", "cgpilot-slo, CPU objective swept", "</svg>"} {
+		if !strings.Contains(string(svg), s) {
+			t.Errorf("SVG lacks %q", s)
+		}
+	}
+	if !strings.Contains(stdout.String(), "cgpilot-balanced") {
+		t.Errorf("sweep table:\n%s", stdout.String())
+	}
+}

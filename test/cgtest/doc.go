@@ -13,6 +13,8 @@
 //
 // Errors make the test fail (t.Fatal); a host that cannot give a sandbox
 // (no such hierarchy, v2 controllers that cannot be enabled) skips the test
-// with the reason. cgtest imports nothing of cgpilot and nothing of
-// Kubernetes.
+// with the reason. KubeletTree (kubelet.go) lays out a kubelet-style
+// kubepods tree in a sandbox and reads back cpusets, quotas and the tasks'
+// allowed CPUs. cgtest imports nothing of cgpilot and nothing of
+// Kubernetes but k8s.io/utils/cpuset.
 package cgtest

@@ -18,18 +18,16 @@ import (
 	"text/tabwriter"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cgpilot/cgpilot/test/deploy"
 	"github.com/cgpilot/cgpilot/test/harness"
 	"github.com/cgpilot/cgpilot/test/images"
 )
@@ -98,31 +96,33 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w: the demo runs a real kubelet and containerd: run it as root", ErrDemo)
 	}
-	objs, err := loadManifests(filepath.Join(o.RepoRoot, "deploy"))
+	objs, err := loadManifests(o.RepoRoot)
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintln(out, "==> cgpilot demo on this machine: one exclusive CPU, no reserved CPUs (2 CPUs here: 1 exclusive + the rest shared)")
 
-	// Build the agent image and cgpilotctl while the cluster starts, inside
-	// the test bed's directory: every teardown (a failed start, Ctrl-C,
-	// demo-down) removes it with the rest.
-	buildDir := filepath.Join(o.Dir, "build")
-	if err := os.MkdirAll(buildDir, 0o755); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrDemo, err)
+	// Build (or reuse, by the hash of their inputs) the agent image and
+	// cgpilotctl while the cluster starts.
+	cacheDir, err := images.DefaultCacheDir()
+	if err != nil {
+		return nil, err
 	}
-	defer os.RemoveAll(buildDir)
-	agentTar, ctlBin := filepath.Join(buildDir, "agent.tar"), filepath.Join(buildDir, "cgpilotctl")
-	built := make(chan error, 1)
-	var buildTook time.Duration
+	type buildResult struct {
+		image, agent, ctl images.Cached
+		took              time.Duration
+		err               error
+	}
+	built := make(chan buildResult, 1)
 	go func() {
 		tb := time.Now()
-		err := images.GoImage(ctx, AgentImage, "github.com/cgpilot/cgpilot/cmd/cgpilot-agent", agentTar)
-		if err == nil {
-			err = images.BuildGo(ctx, "github.com/cgpilot/cgpilot/cmd/cgpilotctl", ctlBin)
+		var r buildResult
+		r.image, r.agent, r.err = images.CachedGoImage(ctx, AgentImage, "github.com/cgpilot/cgpilot/cmd/cgpilot-agent", cacheDir)
+		if r.err == nil {
+			r.ctl, r.err = images.CachedBinary(ctx, "github.com/cgpilot/cgpilot/cmd/cgpilotctl", cacheDir)
 		}
-		buildTook = time.Since(tb)
-		built <- err
+		r.took = time.Since(tb)
+		built <- r
 	}()
 	res = &Result{Dir: o.Dir}
 
@@ -131,7 +131,6 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 	cp, err := harness.StartControlPlane(ctx, harness.Options{BinDir: o.BinDir, Dir: o.Dir, Controllers: true, Detach: true, Logf: logf})
 	if err != nil {
 		<-built
-		os.RemoveAll(o.Dir) // the build output; the harness removed the rest
 		return nil, err
 	}
 	defer func() {
@@ -156,17 +155,32 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 	res.Timings.Node = node.Started
 	res.Kubeconfig = cp.Kubeconfig()
 
-	fmt.Fprintln(out, "==> agent image "+AgentImage+" and cgpilotctl (go build, started with the cluster)")
-	if err := <-built; err != nil {
-		return nil, fmt.Errorf("%w: build: %v", ErrDemo, err)
+	fmt.Fprintln(out, "==> agent image "+AgentImage+" and cgpilotctl (go build, started with the cluster; cached by the hash of their inputs in "+cacheDir+")")
+	b := <-built
+	if b.err != nil {
+		return nil, fmt.Errorf("%w: build: %v", ErrDemo, b.err)
 	}
-	res.Timings.Images = buildTook
-	logf("built in %v", res.Timings.Images.Round(time.Millisecond))
-	if err := node.ImportImage(ctx, agentTar); err != nil {
+	res.Timings.Images = b.took
+	for _, c := range []struct {
+		what string
+		c    images.Cached
+	}{{"agent image", b.image}, {"cgpilotctl", b.ctl}} {
+		if c.c.Built {
+			logf("%s built (inputs %s)", c.what, c.c.Hash)
+		} else {
+			logf("%s reused: inputs unchanged (%s)", c.what, c.c.Hash)
+		}
+	}
+	logf("ready in %v", res.Timings.Images.Round(time.Millisecond))
+	if err := node.ImportImage(ctx, b.image.Path); err != nil {
 		return nil, fmt.Errorf("%w: import agent image: %v", ErrDemo, err)
 	}
 	res.Cgpilotctl = filepath.Join(o.Dir, "bin", "cgpilotctl")
-	if err := copyFile(ctlBin, res.Cgpilotctl); err != nil {
+	if err := copyFile(b.ctl.Path, res.Cgpilotctl); err != nil {
+		return nil, err
+	}
+	flags, err := agentFlags(ctx, b.agent.Path)
+	if err != nil {
 		return nil, err
 	}
 
@@ -187,16 +201,24 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 		return nil, err
 	}
 	local := localSetup{APIHost: u.Hostname(), APIPort: u.Port(), HealthPort: healthPort,
-		KubeletDir: filepath.Join(node.State.Dir, "kubelet"), StateDir: filepath.Join(o.Dir, "agent")}
+		KubeletDir: filepath.Join(node.State.Dir, "kubelet"), StateDir: filepath.Join(o.Dir, "agent"), AgentFlags: flags}
 	res.Socket = filepath.Join(local.StateDir, "run", "agent.sock")
 
-	fmt.Fprintln(out, "==> kubectl apply -f deploy/ (the real DaemonSet), with these test-bed changes:")
-	for _, s := range local.Overrides() {
+	ds := deploy.Find(objs, "DaemonSet", agentDS)
+	if ds == nil {
+		return nil, fmt.Errorf("%w: deploy/kustomize renders no DaemonSet %s", ErrDemo, agentDS)
+	}
+	notes, err := local.localize(ds)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(out, "==> kubectl apply -k deploy/kustomize (RBAC, the CRD, the admission policy, the real DaemonSet), with these test-bed changes:")
+	for _, s := range notes {
 		logf("- %s", s)
 	}
 	ta := time.Now()
-	if err := apply(ctx, cs, objs, local); err != nil {
-		return nil, err
+	if err := deploy.Apply(ctx, cp.Config, objs, deploy.ApplyOptions{FieldManager: "cgpilot-demo"}); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDemo, err)
 	}
 	if err := waitAgentReady(ctx, cs, 3*time.Minute); err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, agentLogTail(node.State.Dir, 30))
@@ -402,42 +424,6 @@ func removeAgent(kubeconfig string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("%w: daemonset %s/%s not deleted within 60s", ErrDemo, agentNS, agentDS)
-	}
-	return nil
-}
-
-func apply(ctx context.Context, cs kubernetes.Interface, objs []runtime.Object, local localSetup) error {
-	create := metav1.CreateOptions{FieldManager: "cgpilot-demo"}
-	for _, obj := range objs {
-		var err error
-		var what string
-		switch o := obj.(type) {
-		case *corev1.Namespace:
-			what = "namespace/" + o.Name
-			_, err = cs.CoreV1().Namespaces().Create(ctx, o, create)
-		case *corev1.ServiceAccount:
-			what = "serviceaccount/" + o.Name
-			_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, create)
-		case *rbacv1.ClusterRole:
-			what = "clusterrole/" + o.Name
-			_, err = cs.RbacV1().ClusterRoles().Create(ctx, o, create)
-		case *rbacv1.ClusterRoleBinding:
-			what = "clusterrolebinding/" + o.Name
-			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, o, create)
-		case *corev1.ConfigMap:
-			what = "configmap/" + o.Name
-			_, err = cs.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, create)
-		case *appsv1.DaemonSet:
-			what = "daemonset/" + o.Name
-			if err = local.localize(o); err == nil {
-				_, err = cs.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, create)
-			}
-		default:
-			return fmt.Errorf("%w: deploy/ has a %T the demo does not know how to create", ErrDemo, obj)
-		}
-		if err != nil {
-			return fmt.Errorf("%w: create %s: %v", ErrDemo, what, err)
-		}
 	}
 	return nil
 }

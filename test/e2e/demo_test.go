@@ -27,7 +27,7 @@ import (
 )
 
 // TestDemoUpAndDown runs `make demo` end to end (the agent as the real
-// DaemonSet of deploy/ on a real kubelet + containerd), checks what it
+// DaemonSet of deploy/kustomize on a real kubelet + containerd), checks what it
 // printed and observed against the cgroup files and the API server, then
 // runs `make demo-down` and checks that nothing is left on the host.
 func TestDemoUpAndDown(t *testing.T) {
@@ -178,8 +178,8 @@ func TestDemoUpAndDown(t *testing.T) {
 	}
 
 	// The agent runs unprivileged with no capabilities under the runtime's
-	// seccomp filter, and still sees the machine's topology (host procfs at
-	// /host/proc, where /proc/interrupts is not masked).
+	// seccomp filter, and still sees the machine's topology (sysfs; the IRQs
+	// from the host's /proc/interrupts, mounted as one file).
 	agentPID := podProcess(t, string(pods.Items[0].UID), "/bin/cgpilot-agent")
 	status := readFile(t, fmt.Sprintf("/proc/%d/status", agentPID))
 	for _, want := range []string{"CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
@@ -187,6 +187,7 @@ func TestDemoUpAndDown(t *testing.T) {
 			t.Errorf("agent process %d: /proc/%d/status lacks %q", agentPID, agentPID, want)
 		}
 	}
+	checkAgentMounts(t, agentPID)
 	sock := filepath.Join(dir, "agent", "run", "agent.sock")
 	js, err := exec.Command(res.Cgpilotctl, "pools", "--socket", sock, "-o", "json").Output()
 	if err != nil {
@@ -199,18 +200,12 @@ func TestDemoUpAndDown(t *testing.T) {
 		t.Errorf("agent topology source %q (%v): want discovery from sysfs/procfs, not the lowest-id fallback", pools.TopologySource, err)
 	}
 
-	// deploy/ is what `kubectl apply -f deploy/` accepts as it is (server-side
+	// deploy/kustomize is what `kubectl apply -k` accepts as it is (server-side
 	// dry run: validation and admission, nothing changed).
-	if b, err := exec.Command(filepath.Join(bins, "kubectl"), "--kubeconfig", res.Kubeconfig, "apply", "--dry-run=server", "-f", filepath.Join(root, "deploy")).CombinedOutput(); err != nil {
-		t.Errorf("kubectl apply --dry-run=server -f deploy/: %v\n%s", err, b)
+	if b, err := exec.Command(filepath.Join(bins, "kubectl"), "--kubeconfig", res.Kubeconfig, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-k", filepath.Join(root, "deploy", "kustomize")).CombinedOutput(); err != nil {
+		t.Errorf("kubectl apply --dry-run=server -k deploy/kustomize: %v\n%s", err, b)
 	} else {
-		var kept []string // drop the warnings about objects the demo created without apply
-		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			if !strings.HasPrefix(l, "Warning:") {
-				kept = append(kept, l)
-			}
-		}
-		t.Logf("kubectl apply --dry-run=server -f deploy/:\n%s", strings.Join(kept, "\n"))
+		t.Logf("kubectl apply --server-side --dry-run=server -k deploy/kustomize:\n%s", strings.TrimSpace(string(b)))
 	}
 
 	st, err := harness.LoadState(dir)
@@ -241,6 +236,53 @@ func TestDemoUpAndDown(t *testing.T) {
 	if err := demo.Down(dir, &downOut); err != nil || !strings.Contains(downOut.String(), "nothing to stop") {
 		t.Errorf("second demo down: %v, %q", err, downOut.String())
 	}
+}
+
+// checkAgentMounts: the agent works (the demo pinned and widened through
+// these mounts) with the host cgroupfs read-only and only the kubepods trees
+// it writes read-write, /proc/interrupts as its only piece of the host's
+// /proc, and only the kubelet's pod-resources directory of /var/lib/kubelet
+// (issue 11). Whether the v1 hierarchies below /sys/fs/cgroup are read-only
+// too depends on the runtime's recursiveReadOnly support: logged.
+func checkAgentMounts(t *testing.T, pid int) {
+	t.Helper()
+	mounts := map[string]string{} // mount point -> "ro" or "rw"
+	var order []string
+	for _, l := range strings.Split(readFile(t, fmt.Sprintf("/proc/%d/mountinfo", pid)), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 6 {
+			continue
+		}
+		mode := "rw"
+		if strings.HasPrefix(f[5], "ro") {
+			mode = "ro"
+		}
+		mounts[f[4]] = mode // a later mount on the same point hides an earlier one
+		order = append(order, f[4])
+	}
+	for point, want := range map[string]string{
+		"/sys/fs/cgroup":                 "ro",
+		"/sys/fs/cgroup/cpu/kubepods":    "rw",
+		"/sys/fs/cgroup/cpuset/kubepods": "rw",
+		"/sys/fs/cgroup/memory/kubepods": "rw",
+		"/host/proc/interrupts":          "ro",
+		"/var/lib/kubelet/pod-resources": "ro",
+	} {
+		if mounts[point] != want {
+			t.Errorf("agent mount %s: %q, want %s", point, mounts[point], want)
+		}
+	}
+	var below []string
+	for _, p := range order {
+		if p == "/var/lib/kubelet" || p == "/host/proc" || (strings.HasPrefix(p, "/host/proc/") && p != "/host/proc/interrupts") ||
+			(strings.HasPrefix(p, "/var/lib/kubelet/") && p != "/var/lib/kubelet/pod-resources") {
+			t.Errorf("agent mount %s: more of the host than the manifests give it", p)
+		}
+		if strings.HasPrefix(p, "/sys/fs/cgroup/") && !strings.HasSuffix(p, "/kubepods") {
+			below = append(below, p+" "+mounts[p])
+		}
+	}
+	t.Logf("agent's host hierarchies below the read-only /sys/fs/cgroup (rw unless the runtime supports recursiveReadOnly): %s", strings.Join(below, ", "))
 }
 
 // podProcess finds the process running program in the pod with uid, by

@@ -14,12 +14,20 @@ import (
 // PausePackage is the import path of the pause program.
 const PausePackage = "github.com/cgpilot/cgpilot/test/images/pause"
 
+// buildFlags and buildEnv make a static, reproducible linux/amd64 binary
+// without symbols; the Dockerfile at the repository root builds the agent
+// with the same (TestDockerfileBuildsLikeTheDemo).
+var (
+	buildFlags = []string{"-trimpath", "-ldflags=-s -w"}
+	buildEnv   = []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64"}
+)
+
 // BuildGo builds a Go main package as a static linux/amd64 binary at out.
 // It runs the go command in the current directory, which must be inside the
 // cgpilot module (tests and `go run` are).
 func BuildGo(ctx context.Context, pkg, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	cmd := exec.CommandContext(ctx, "go", append(append([]string{"build"}, buildFlags...), "-o", out, pkg)...)
+	cmd.Env = append(os.Environ(), buildEnv...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%w: go build %s: %v: %s", ErrImage, pkg, err, strings.TrimSpace(string(b)))
 	}

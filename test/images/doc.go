@@ -5,6 +5,12 @@
 // (manifest.json, config.json, one layer.tar) that `ctr images import`
 // accepts; pods use them with imagePullPolicy: Never.
 //
+// CachedBinary and CachedGoImage keep built binaries and images in
+// ~/.cache/cgpilot/images under the hash of their inputs (InputHash: Go
+// version, build flags, go.mod, go.sum, the main module's source files the
+// package imports), so a warm `make demo` builds nothing. The Dockerfile at
+// the repository root builds the agent with the same flags for users.
+//
 // Error contract: every function returns an error wrapping ErrImage that
 // names the file or command that failed; a partly written archive is
 // removed.

@@ -4,15 +4,15 @@
 //	go run ./test/cmd/demo down [--dir DIR]
 //
 // up starts the test bed's single-node cluster in DIR ($CGPILOT_DEMO_DIR,
-// default /tmp/cgpilot-demo), deploys the agent DaemonSet of deploy/ from a
+// default /tmp/cgpilot-demo), deploys the agent from deploy/kustomize with a
 // locally built image, runs an exclusive-core pod and busy shared pods,
 // prints cgpilotctl's view beside the cgroup files' values, times four
 // changes, and leaves the cluster running. down (make demo-down) deletes
 // the agent DaemonSet, then removes the test bed as `testbed down` does.
 // The Kubernetes binaries come from --bins, $CGPILOT_K8S_BINS or
 // test/k8sbins/build.sh --check. up must run inside the cgpilot checkout
-// (it reads deploy/ and builds the agent). Errors go to stderr with exit
-// status 1.
+// (it renders deploy/kustomize and builds the agent). Errors go to stderr
+// with exit status 1.
 //
 // It only parses flags and calls package demo.
 package main

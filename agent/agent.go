@@ -1,0 +1,316 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/cpuset"
+
+	"github.com/cgpilot/cgpilot/agent/pools"
+	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/cgroup"
+	"github.com/cgpilot/cgpilot/internal/cpulist"
+	"github.com/cgpilot/cgpilot/topology"
+)
+
+// Agent is one node's cgpilot agent.
+type Agent struct{ c *controller }
+
+// Run runs the agent until ctx is cancelled, with a client built from
+// cfg.Kubeconfig (in-cluster when empty).
+func Run(ctx context.Context, cfg Config, log logr.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	restCfg, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %q: %w", cfg.Kubeconfig, err)
+	}
+	restCfg.QPS, restCfg.Burst = 50, 100
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	a, err := New(ctx, cfg, cs, log)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// New builds the agent: everything that does not yet talk to the API
+// server (topology, cgroups, pools, the informer's wiring). Events are
+// recorded until ctx ends.
+func New(ctx context.Context, cfg Config, cs kubernetes.Interface, log logr.Logger) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.NodeName == "" {
+		return nil, fmt.Errorf("%w: node name empty: set NODE_NAME (downward API) or --node-name", ErrInvalidConfig)
+	}
+	all, source, topo, err := discoverCPUs(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.reserved().IsSubsetOf(all) {
+		return nil, fmt.Errorf("%w: reservedCPUs %s not within the node's cpus %s", ErrInvalidConfig, cfg.reserved(), all)
+	}
+	mounts, err := cgroup.ReadMounts(cfg.ProcRoot)
+	if err != nil {
+		return nil, err
+	}
+	kp, err := cgroup.OpenKubepods(mounts, cgroup.KubepodsConfig{Root: cfg.CgroupRoot, Layout: cgroup.LayoutConfig{KubepodsPath: cfg.CgroupParent}})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w (set cgroupRoot/cgroupParent)", ErrInvalidConfig, err)
+	}
+	pm, err := pools.New(pools.Options{
+		Topology: topo, All: all, Reserved: cfg.reserved(), CapRatio: *cfg.ExclusiveCap, OvercommitRatio: cfg.OvercommitRatio,
+		Checkpoint: cfg.CheckpointPath, Cgroups: kp,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	m := newMetrics()
+	bc := record.NewBroadcaster(record.WithContext(ctx))
+	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cgpilot-agent", Host: cfg.NodeName})
+	factory, inf, err := newPodInformer(cs, cfg.NodeName, cfg.ResyncPeriod)
+	if err != nil {
+		return nil, err
+	}
+	c := &controller{
+		cfg: cfg, cs: cs, lister: factory.Core().V1().Pods().Lister(), indexer: inf.GetIndexer(),
+		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-pods"}),
+		statusQ: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-status"}),
+		pending: map[string]pendingStatus{},
+		events:  newEventLog(rec, cfg.NodeName),
+		metrics: m, log: log, pools: pm, cgroups: kp, topologySource: source, topo: topologySummary(topo),
+		since: map[string]time.Time{}, late: map[string]time.Time{}, known: map[string]*knownPod{},
+		kubelet: kubeletStatic{Taken: cpuset.New(), Pods: map[string]bool{}},
+	}
+	if topo != nil {
+		c.numaNodes = topo.Counts().NUMANodes
+	}
+	if cfg.KubeletPodResources != "" {
+		c.podres = &podResources{socket: cfg.KubeletPodResources}
+	}
+	c.factory, c.informer = factory, inf
+	if err := c.addHandlers(inf); err != nil {
+		return nil, err
+	}
+	return &Agent{c: c}, nil
+}
+
+// discoverCPUs returns the CPUs the pools manage, where they came from, and
+// the machine topology (nil when discovery failed or does not describe the
+// configured CPUs: the pools then allocate on a flat machine, and say so).
+func discoverCPUs(cfg Config, log logr.Logger) (cpuset.CPUSet, string, *topology.Topology, error) {
+	topo, warns, terr := topology.DiscoverWith(topology.Roots{Sys: cfg.SysRoot, Proc: cfg.ProcRoot, Interrupts: cfg.InterruptsPath})
+	for _, w := range warns {
+		log.Info("topology degraded", "warning", w.String())
+	}
+	if terr == nil && len(topo.IRQs) == 0 {
+		log.Info("no IRQ information: the io-queues policies avoid and spread act as any", "reason", noIRQReason(warns))
+	}
+	if terr != nil {
+		log.Error(terr, "topology discovery failed: exclusive CPUs are picked by lowest id")
+		topo = nil
+	}
+	if cfg.CPUs != "" {
+		set, err := cpulist.Parse(cfg.CPUs)
+		if topo != nil && !set.IsSubsetOf(topo.Online()) {
+			topo = nil // a test machine smaller than the host: the host topology does not apply
+		}
+		return set, "config cpus", topo, err
+	}
+	if topo != nil {
+		return topo.Online().Difference(topo.Reserved), "topology " + cfg.SysRoot, topo, nil
+	}
+	file := filepath.Join(cfg.SysRoot, "devices/system/cpu/online")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return cpuset.New(), "", nil, fmt.Errorf("online cpus: %w", err)
+	}
+	set, err := cpulist.Parse(strings.TrimSpace(string(b)))
+	if err != nil || set.IsEmpty() {
+		return cpuset.New(), "", nil, fmt.Errorf("online cpus %s: %q: %v", file, b, err)
+	}
+	return set, file, nil, nil
+}
+
+// noIRQReason names why the topology has no IRQs, from the discovery
+// warnings.
+func noIRQReason(warns []topology.Warning) string {
+	for _, w := range warns {
+		if strings.HasSuffix(w.Path, "interrupts") {
+			return w.String()
+		}
+	}
+	return "the interrupts file lists no IRQs"
+}
+
+// topologySummary is the machine shape for the local API and the Node.
+func topologySummary(t *topology.Topology) string {
+	if t == nil {
+		return ""
+	}
+	c := t.Counts()
+	return fmt.Sprintf("%d cpus (%d online), %d sockets, %d NUMA nodes, %d cores, %d L3 groups, %d IO-queue cpus %s",
+		c.CPUs, c.Online, c.Sockets, c.NUMANodes, c.Cores, c.LLCGroups, t.IOCPUs().Size(), t.IOCPUs())
+}
+
+// Run runs the agent until ctx is cancelled: informer, workers, cgroup
+// watcher, sweep, health/metrics endpoint and the local API.
+func (a *Agent) Run(ctx context.Context) error { return a.c.run(ctx) }
+
+func (c *controller) run(ctx context.Context) error {
+	var ready atomic.Bool
+	health := http.NewServeMux()
+	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	health.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not ready: informer sync and first sweep pending", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	health.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
+	hs := &http.Server{Addr: c.cfg.HealthAddr, Handler: health, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 3)
+	if c.cfg.HealthAddr != "" {
+		go func() {
+			if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("health endpoint %s: %w", c.cfg.HealthAddr, err)
+			}
+		}()
+	}
+	var ms *http.Server
+	if c.cfg.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
+		ms = &http.Server{Addr: c.cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+		go func() {
+			if err := ms.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics endpoint %s: %w", c.cfg.MetricsAddr, err)
+			}
+		}()
+	}
+	var api *http.Server
+	if c.cfg.SocketPath != "" {
+		l, err := listenUnix(c.cfg.SocketPath)
+		if err != nil {
+			return fmt.Errorf("local API: %w", err)
+		}
+		api = &http.Server{Handler: c.apiHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := api.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("local API: %w", err)
+			}
+		}()
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+		if ms != nil {
+			ms.Shutdown(sctx)
+		}
+		if c.podres != nil {
+			c.podres.close()
+		}
+		if api != nil {
+			api.Shutdown(sctx)
+			os.Remove(c.cfg.SocketPath)
+		}
+	}()
+
+	c.factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
+		return fmt.Errorf("pod informer did not sync: %w", ctx.Err())
+	}
+	c.refreshKubeletState(ctx)
+	if err := c.restore(); err != nil {
+		return err
+	}
+	if err := c.cgroups.Watch(ctx, c.onCgroupEvent, func(err error) {
+		c.log.Error(err, "cgroup watch; the sweep covers missed events")
+	}); err != nil {
+		c.log.Error(err, "cgroup watch unavailable; late containers wait for the sweep", "interval", c.cfg.SweepInterval.Duration)
+	}
+	for i := 0; i < max(c.cfg.WorkerCount, 1); i++ {
+		go c.runWorker(ctx)
+	}
+	go c.runStatusWorker(ctx)
+	defer c.statusQ.ShutDown()
+	c.enqueueAll()
+	c.sweep(ctx)
+	ready.Store(true)
+	st := c.pools.State()
+	c.log.Info("agent ready", "node", c.cfg.NodeName, "cpus", st.All().String(), "reserved", st.Reserved().String(), "sharedPool", st.SharedPool().String())
+	t := time.NewTicker(c.cfg.SweepInterval.Duration)
+	defer t.Stop()
+	defer c.queue.ShutDown()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			return err
+		case <-t.C:
+			c.sweep(ctx)
+		}
+	}
+}
+
+// restore rebuilds the pool state after a start (see pools.Restore) and
+// reports what it found.
+func (c *controller) restore() error {
+	pods := c.allPods()
+	claims := map[string]pools.Claim{}
+	for _, p := range c.listPods() {
+		if v, ok := p.Annotations[local.AnnotationAllocatedCPUs]; ok {
+			claims[string(p.UID)] = pools.Claim{AllocatedCPUs: v, Status: p.Annotations[local.AnnotationStatus]}
+		}
+	}
+	rep, err := c.pools.Restore(pods, claims, time.Now())
+	if err != nil {
+		if errors.Is(err, pools.ErrCheckpointVersion) {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		c.log.Error(err, "writing the restored checkpoint; retried on the next change")
+	}
+	if len(rep.Cleaned) > 0 {
+		c.log.Info("removed stale checkpoint files", "files", rep.Cleaned)
+	}
+	if rep.Corrupt != nil {
+		msg := rep.Corrupt.Error()
+		if rep.Aside != "" {
+			msg += "; moved aside to " + rep.Aside
+		}
+		c.log.Error(rep.Corrupt, "checkpoint unusable: rebuilding from pod annotations and cgroups")
+		c.events.emit(nil, pools.Event{Warning: true, Reason: local.EventCheckpointCorrupt, Message: msg + "; state rebuilt from pod annotations and cgroups"})
+	}
+	for uid, why := range rep.Dropped {
+		c.log.Info("restore: allocation not kept", "uid", uid, "why", why)
+	}
+	st := c.pools.State()
+	c.log.Info("pool state restored", "source", rep.Source, "exclusivePods", len(rep.Kept), "exclusive", st.Exclusive().String(), "sharedPool", st.SharedPool().String())
+	return nil
+}

@@ -1,0 +1,23 @@
+// Package collector samples the containers of a node's pods: every
+// interval, one round reads each container's cgroup through a held
+// cgroup.Reader (one pread per file, no allocation) and turns the counters
+// into usage — CPU cores from usage deltas, the memory working set,
+// throttled periods, pressure stall — stamped with the round's one time,
+// and hands the round to a Sink (the recommender, the on-disk history).
+//
+// It follows node_exporter's collector pattern: each kind of measure is a
+// collector in its own file (cpu.go, memory.go, throttle.go, psi.go),
+// listed in one flat table (collectors.go), updating a Sample from the
+// previous and the current Stats. A collector whose kernel feature is
+// absent (no PSI, no CFS bandwidth on a v2 cgroup without the cpu
+// controller) returns ErrNoData, which is counted apart from errors; each
+// collector exports how often it succeeded, had no data or failed.
+//
+// Targets come from the agent (Set, Remove), already resolved to cgroup
+// directories by package cgroup: this package knows no Kubernetes types
+// and builds no cgroup path. A container whose cgroup vanished (it exited)
+// is dropped at its next read.
+//
+// It imports cgroup, the Prometheus client and the standard library; no
+// client-go, no other cgpilot package (hack/check-imports.sh).
+package collector

@@ -1,0 +1,182 @@
+package pools
+
+import (
+	"maps"
+	"sort"
+	"sync"
+
+	"k8s.io/utils/cpuset"
+)
+
+// Assignment is the exclusive CPU set of one pod.
+type Assignment struct {
+	UID       string
+	Namespace string
+	Name      string
+	CPUs      cpuset.CPUSet
+	// ReleaseIsolation: the pod currently runs on the shared pool as well
+	// as its own CPUs, while its cores stay reserved for it.
+	ReleaseIsolation bool
+}
+
+// Reader is the read side of the pool state.
+type Reader interface {
+	// All is every CPU the pools manage (online CPUs of the node).
+	All() cpuset.CPUSet
+	Reserved() cpuset.CPUSet
+	// KubeletTaken is held by the kubelet's static CPU manager.
+	KubeletTaken() cpuset.CPUSet
+	Assignment(uid string) (Assignment, bool)
+	// Assignments returns a copy, sorted by UID.
+	Assignments() []Assignment
+	// Exclusive is the union of all cgpilot exclusive sets.
+	Exclusive() cpuset.CPUSet
+	// SharedPool = all − reserved − exclusive − kubelet static.
+	SharedPool() cpuset.CPUSet
+}
+
+// state is the full state the policy receives: Reader plus the writes.
+type state interface {
+	Reader
+	setAssignment(a Assignment) error
+	deleteAssignment(uid string) error
+	setKubeletTaken(c cpuset.CPUSet)
+	snapshot() map[string]Assignment
+}
+
+// memState holds the state in memory. Safe for concurrent use.
+type memState struct {
+	mu       sync.RWMutex
+	all      cpuset.CPUSet
+	reserved cpuset.CPUSet
+	kubelet  cpuset.CPUSet
+	assigned map[string]Assignment
+}
+
+func newMemState(all, reserved cpuset.CPUSet) *memState {
+	return &memState{all: all, reserved: reserved, kubelet: cpuset.New(), assigned: map[string]Assignment{}}
+}
+
+func (s *memState) All() cpuset.CPUSet      { return s.all }
+func (s *memState) Reserved() cpuset.CPUSet { return s.reserved }
+
+func (s *memState) KubeletTaken() cpuset.CPUSet {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.kubelet
+}
+
+func (s *memState) Assignment(uid string) (Assignment, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	a, ok := s.assigned[uid]
+	return a, ok
+}
+
+func (s *memState) Assignments() []Assignment {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Assignment, 0, len(s.assigned))
+	for _, a := range s.assigned {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID })
+	return out
+}
+
+func (s *memState) Exclusive() cpuset.CPUSet {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.exclusiveLocked()
+}
+
+func (s *memState) exclusiveLocked() cpuset.CPUSet {
+	u := cpuset.New()
+	for _, a := range s.assigned {
+		u = u.Union(a.CPUs)
+	}
+	return u
+}
+
+func (s *memState) SharedPool() cpuset.CPUSet {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.all.Difference(s.reserved).Difference(s.exclusiveLocked()).Difference(s.kubelet)
+}
+
+func (s *memState) setAssignment(a Assignment) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.assigned[a.UID] = a
+	return nil
+}
+
+func (s *memState) deleteAssignment(uid string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.assigned, uid)
+	return nil
+}
+
+func (s *memState) setKubeletTaken(c cpuset.CPUSet) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kubelet = c
+}
+
+func (s *memState) snapshot() map[string]Assignment {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return maps.Clone(s.assigned)
+}
+
+// checkpointState writes a checkpoint on every change, under one mutex, so
+// the file never lags the memory by more than the change being made. When
+// the write fails the change is rolled back and the error returned: memory
+// never holds an allocation a restart would forget.
+type checkpointState struct {
+	*memState
+	mu   sync.Mutex
+	file string
+}
+
+func (s *checkpointState) setAssignment(a Assignment) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, had := s.memState.Assignment(a.UID)
+	_ = s.memState.setAssignment(a)
+	if err := writeCheckpoint(s.file, s.memState.snapshot()); err != nil {
+		if had {
+			_ = s.memState.setAssignment(old)
+		} else {
+			_ = s.memState.deleteAssignment(a.UID)
+		}
+		return err
+	}
+	return nil
+}
+
+func (s *checkpointState) deleteAssignment(uid string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, had := s.memState.Assignment(uid)
+	if !had {
+		return nil
+	}
+	_ = s.memState.deleteAssignment(uid)
+	if err := writeCheckpoint(s.file, s.memState.snapshot()); err != nil {
+		_ = s.memState.setAssignment(old)
+		return err
+	}
+	return nil
+}
+
+// replace sets the whole state at once (restore) and writes it.
+func (s *checkpointState) replace(keep map[string]Assignment) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.memState.mu.Lock()
+	s.memState.assigned = maps.Clone(keep)
+	s.memState.mu.Unlock()
+	return writeCheckpoint(s.file, keep)
+}

@@ -1,0 +1,319 @@
+package rightsize
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cgpilot/cgpilot/agent/collector"
+	"github.com/cgpilot/cgpilot/recommend"
+)
+
+const mib = 1 << 20
+
+var t0 = time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+
+// fed is an Engine with key fed steady usage (cpu cores, memory bytes)
+// every 10 s for span.
+func fed(t *testing.T, key string, cpu, mem float64, span time.Duration) *Engine {
+	t.Helper()
+	e, warns, err := NewEngine(EngineOptions{})
+	if err != nil || len(warns) > 0 {
+		t.Fatal(err, warns)
+	}
+	tg := &collector.Target{Key: key}
+	for at := t0; at.Before(t0.Add(span)); at = at.Add(10 * time.Second) {
+		e.Round(at, []collector.Sample{{Target: tg, Time: at, CPUCores: cpu, MemoryWorkingSet: uint64(mem)}})
+	}
+	return e
+}
+
+func policy(t *testing.T, mutate func(*Policy)) *Policy {
+	t.Helper()
+	p := &Policy{Name: "web", Mode: ModeInPlace, Step: time.Minute, MinHistory: time.Hour}
+	if mutate != nil {
+		mutate(p)
+	}
+	if err := p.Check(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func burstable(reqCPU, limCPU, reqMem, limMem float64) Container {
+	return Container{Name: "app", Key: "ns/Deployment/web/app", Spec: Requirements{
+		Requests: Resources{CPU: reqCPU, Memory: reqMem}, Limits: Resources{CPU: limCPU, Memory: limMem}},
+		WorkingSet: 150 * mib, Usage: 160 * mib}
+}
+
+func TestDecide(t *testing.T) {
+	now := t0.Add(6 * time.Hour)
+	e := fed(t, "ns/Deployment/web/app", 0.2, 150*mib, 6*time.Hour)
+	over := burstable(2, 4, 2048*mib, 4096*mib)
+	for _, tc := range []struct {
+		name  string
+		pod   Pod
+		state string
+		apply bool
+		check func(t *testing.T, d Decision)
+	}{
+		{"over-provisioned burstable comes down, limits keep their ratio", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, nil)}},
+			StateResize, true, func(t *testing.T, d Decision) {
+				to := d.Containers[0].To
+				if !(to.Requests.CPU < 1 && to.Requests.CPU > 0.1) || to.Limits.CPU != roundCPU(to.Requests.CPU*2) {
+					t.Errorf("cpu %+v", to)
+				}
+				if !(to.Requests.Memory < 1024*mib && to.Requests.Memory >= 165*mib) || to.Limits.Memory != roundMemory(to.Requests.Memory*2) {
+					t.Errorf("memory request %v MiB limit %v MiB", to.Requests.Memory/mib, to.Limits.Memory/mib)
+				}
+			}},
+		{"max change per step bounds the move", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, func(p *Policy) { p.MaxChangePerStep = 0.25 })}},
+			StateResize, true, func(t *testing.T, d Decision) {
+				to := d.Containers[0].To
+				if to.Requests.CPU != 1.5 || to.Requests.Memory != 1536*mib || d.Containers[0].CPUNote != NoteStepBounded {
+					t.Errorf("bounded step: %+v notes %s %s", to, d.Containers[0].CPUNote, d.Containers[0].MemoryNote)
+				}
+			}},
+		{"guaranteed stays guaranteed", Pod{QoS: "Guaranteed", Containers: []Container{burstable(2, 2, 2048*mib, 2048*mib)}, Policies: []*Policy{policy(t, func(p *Policy) { p.Limits = LimitsKeep })}},
+			StateResize, true, func(t *testing.T, d Decision) {
+				to := d.Containers[0].To
+				if to.Requests != to.Limits || qosOf([]Requirements{to}) != "Guaranteed" {
+					t.Errorf("guaranteed pod became %s: %+v", qosOf([]Requirements{to}), to)
+				}
+			}},
+		{"exclusive cores: memory only", Pod{QoS: "Guaranteed", Containers: []Container{func() Container {
+			c := burstable(2, 2, 2048*mib, 2048*mib)
+			c.ExclusiveCPUs = true
+			return c
+		}()}, Policies: []*Policy{policy(t, nil)}},
+			StateResize, true, func(t *testing.T, d Decision) {
+				cd := d.Containers[0]
+				if cd.To.Requests.CPU != 2 || cd.To.Limits.CPU != 2 || cd.CPUNote != NoteExclusiveCPUs || cd.To.Requests.Memory >= 2048*mib {
+					t.Errorf("exclusive: %+v note %s", cd.To, cd.CPUNote)
+				}
+			}},
+		{"memory never below usage", Pod{QoS: "Burstable", Containers: []Container{func() Container {
+			c := burstable(2, 4, 2048*mib, 4096*mib)
+			c.WorkingSet, c.Usage = 900*mib, 950*mib // usage jumped since the histogram
+			return c
+		}()}, Policies: []*Policy{policy(t, nil)}},
+			StateResize, true, func(t *testing.T, d Decision) {
+				to := d.Containers[0].To
+				if to.Requests.Memory < 990*mib || to.Limits.Memory < 1045*mib || d.Containers[0].MemoryNote != NoteUsageFloor {
+					t.Errorf("floor: request %v MiB limit %v MiB note %s", to.Requests.Memory/mib, to.Limits.Memory/mib, d.Containers[0].MemoryNote)
+				}
+			}},
+		{"keep: limits stay, requests under them", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, func(p *Policy) { p.Limits = LimitsKeep })}},
+			StateResize, true, func(t *testing.T, d Decision) {
+				if to := d.Containers[0].To; to.Limits != over.Spec.Limits {
+					t.Errorf("limits moved: %+v", to)
+				}
+			}},
+		{"unset cannot remove limits in place", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, func(p *Policy) { p.Limits = LimitsUnset })}},
+			StateResize, true, func(t *testing.T, d Decision) {
+				if cd := d.Containers[0]; cd.To.Limits != over.Spec.Limits || cd.CPUNote != NoteLimitsNotRemovable {
+					t.Errorf("unset: %+v %s", cd.To, cd.CPUNote)
+				}
+			}},
+		{"no requests: nothing to size", Pod{QoS: "Burstable", Containers: []Container{burstable(0, 0, 0, 0)}, Policies: []*Policy{policy(t, nil)}},
+			StateUnchanged, false, func(t *testing.T, d Decision) {
+				if cd := d.Containers[0]; cd.CPUNote != NoteNoRequest || cd.MemoryNote != NoteNoRequest {
+					t.Errorf("notes %s %s", cd.CPUNote, cd.MemoryNote)
+				}
+			}},
+		{"dry run recommends only", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, func(p *Policy) { p.Mode = ModeDryRun })}},
+			StateDryRun, false, nil},
+		{"pod annotation turns it off", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, nil)}, Override: PodOverride{Mode: ModeOff}},
+			StateOff, false, nil},
+		{"pod annotation dry run", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, nil)}, Override: PodOverride{Mode: ModeDryRun}},
+			StateDryRun, false, nil},
+		{"two policies: neither applies", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, nil), policy(t, func(p *Policy) { p.Name = "other" })}},
+			StateConflict, false, func(t *testing.T, d Decision) {
+				if !d.Warning || !strings.Contains(d.Why, "web, other") {
+					t.Errorf("conflict: %+v", d)
+				}
+			}},
+		{"no policy", Pod{QoS: "Burstable", Containers: []Container{over}}, StateOff, false, nil},
+		{"paused policy", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, func(p *Policy) { p.PausedUntil = now.Add(time.Hour) })}},
+			StatePaused, false, nil},
+		{"paused pod", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, nil)}, Override: PodOverride{PausedUntil: now.Add(time.Minute)}},
+			StatePaused, false, nil},
+		{"pause over", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, func(p *Policy) { p.PausedUntil = now.Add(-time.Hour) })}},
+			StateResize, true, nil},
+		{"avoid window", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, func(p *Policy) {
+			w, err := ParseWindow("0 5 * * *", 2*time.Hour) // 05:00-07:00 UTC; now is 06:00
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Avoid = []Window{w}
+		})}}, StateAvoidWindow, false, nil},
+		{"besteffort is not adjustable", Pod{QoS: "BestEffort", Containers: []Container{burstable(0, 0, 0, 0)}, Policies: []*Policy{policy(t, nil)}}, StateNotAdjustable, false, nil},
+		{"too little history", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, func(p *Policy) { p.MinHistory = 24 * time.Hour })}},
+			StateInsufficientHistory, false, nil},
+		{"unsampled workload", Pod{QoS: "Burstable", Containers: []Container{func() Container { c := over; c.Key = "ns/Deployment/new/app"; return c }()}, Policies: []*Policy{policy(t, nil)}},
+			StateInsufficientHistory, false, nil},
+		{"a resize in flight waits", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, nil)}, Resize: "Deferred", ResizeMessage: "not enough memory"},
+			StateResizePending, false, func(t *testing.T, d Decision) {
+				if !strings.Contains(d.Why, "not enough memory") {
+					t.Errorf("why %q", d.Why)
+				}
+			}},
+		{"bad annotation changes nothing", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, nil)}, OverrideErr: errors.New("cgpilot.io/resize=\"maybe\"")},
+			StateInvalid, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(e, tc.pod, now)
+			if d.State != tc.state || d.Apply != tc.apply {
+				t.Fatalf("state %s apply %v (%s), want %s %v", d.State, d.Apply, d.Why, tc.state, tc.apply)
+			}
+			for _, cd := range d.Containers {
+				if cd.Changed && qosOf([]Requirements{cd.To}) != tc.pod.QoS && len(tc.pod.Containers) == 1 {
+					t.Errorf("QoS class changed: %+v", cd.To)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, d)
+			}
+		})
+	}
+}
+
+// TestDecideSettles: once the pod holds the recommendation, later steps
+// change nothing (no flapping).
+func TestDecideSettles(t *testing.T) {
+	now := t0.Add(6 * time.Hour)
+	e := fed(t, "ns/Deployment/web/app", 0.2, 150*mib, 6*time.Hour)
+	pol := policy(t, nil)
+	c := burstable(2, 4, 2048*mib, 4096*mib)
+	d := Decide(e, Pod{QoS: "Burstable", Containers: []Container{c}, Policies: []*Policy{pol}}, now)
+	if !d.Apply {
+		t.Fatalf("first decision: %+v", d)
+	}
+	c.Spec = d.Containers[0].To
+	for i := 1; i <= 5; i++ {
+		d = Decide(e, Pod{QoS: "Burstable", Containers: []Container{c}, Policies: []*Policy{pol}}, now.Add(time.Duration(i)*time.Hour))
+		if d.Apply || d.State != StateUnchanged {
+			t.Fatalf("step %d: %s (%s) %+v", i, d.State, d.Why, d.Containers[0])
+		}
+	}
+}
+
+// TestRecommendationOncePerStep: the pods of one workload share one read
+// per step.
+func TestRecommendationOncePerStep(t *testing.T) {
+	e := fed(t, "k", 0.5, 100*mib, 3*time.Hour)
+	now := t0.Add(3 * time.Hour)
+	a, ok, err := e.Recommendation(recommend.DefaultPreset, recommend.Overrides{}, "k", now, time.Hour)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	half := 0.5
+	for i := 0; i < 3; i++ {
+		b, _, _ := e.Recommendation(recommend.DefaultPreset, recommend.Overrides{CPU: recommend.ResourceOverrides{}}, "k", now.Add(time.Duration(i)*time.Minute), time.Hour)
+		if b.Time != a.Time {
+			t.Fatalf("read again within the step: %v vs %v", b.Time, a.Time)
+		}
+	}
+	c, _, _ := e.Recommendation(recommend.DefaultPreset, recommend.Overrides{CPU: recommend.ResourceOverrides{TargetSaturation: &half}}, "k", now, time.Hour)
+	if !(c.CPU.Target > a.CPU.Target) {
+		t.Fatalf("saturation 0.5 target %v not above %v", c.CPU.Target, a.CPU.Target)
+	}
+	if _, _, err := e.Recommendation("nope", recommend.Overrides{}, "k", now, time.Hour); !errors.Is(err, ErrInvalidPolicy) {
+		t.Fatalf("unknown preset: %v", err)
+	}
+}
+
+func TestOOMBump(t *testing.T) {
+	c := burstable(0.5, 1, 256*mib, 512*mib)
+	for _, tc := range []struct {
+		name  string
+		c     Container
+		qos   string
+		usage float64
+		kills int
+		max   float64
+		ok    bool
+		lim   float64
+		req   float64
+	}{
+		{"first kill: +20 %", c, "Burstable", 512 * mib, 1, 0, true, roundMemory(512 * mib * 1.2), 256 * mib},
+		{"third kill compounds", c, "Burstable", 512 * mib, 3, 0, true, roundMemory(512 * mib * 1.2 * 1.2 * 1.2), 256 * mib},
+		{"guaranteed request follows", func() Container { g := c; g.Spec.Requests.Memory = 512 * mib; return g }(), "Guaranteed", 512 * mib, 1, 0, true, roundMemory(512 * mib * 1.2), roundMemory(512 * mib * 1.2)},
+		{"capped by maxAllowed", c, "Burstable", 512 * mib, 1, 600 * mib, true, 600 * mib, 256 * mib},
+		{"at maxAllowed already", c, "Burstable", 512 * mib, 1, 512 * mib, false, 512 * mib, 256 * mib},
+		{"no container limit", burstable(0.5, 0, 256*mib, 0), "Burstable", 512 * mib, 1, 0, false, 0, 256 * mib},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			to, ok := OOMBump(tc.c, tc.qos, tc.usage, 0.2, tc.kills, tc.max)
+			if ok != tc.ok || to.Limits.Memory != tc.lim || to.Requests.Memory != tc.req {
+				t.Fatalf("got %v limit %v MiB request %v MiB, want %v %v %v", ok, to.Limits.Memory/mib, to.Requests.Memory/mib, tc.ok, tc.lim/mib, tc.req/mib)
+			}
+		})
+	}
+}
+
+func TestParsePodOverride(t *testing.T) {
+	o, err := ParsePodOverride(map[string]string{annResize: "dry-run", annTargetSaturation: "0.7", annPausedUntil: "2026-12-24T00:00:00Z"})
+	if err != nil || o.Mode != ModeDryRun || *o.TargetSaturation != 0.7 || o.PausedUntil.Day() != 24 {
+		t.Fatalf("%+v %v", o, err)
+	}
+	for _, bad := range []map[string]string{
+		{annResize: "yes"}, {annResize: "InPlace"}, {annTargetSaturation: "0"}, {annTargetSaturation: "1.5"}, {annTargetSaturation: " 0.5"},
+		{annTargetSaturation: "NaN"}, {annPausedUntil: "tomorrow"}, {annResize: strings.Repeat("x", 1<<18)},
+	} {
+		if _, err := ParsePodOverride(bad); !errors.Is(err, ErrInvalidAnnotation) || len(err.Error()) > 300 {
+			t.Errorf("%.60v: %v", bad, err)
+		}
+	}
+}
+
+func TestWindow(t *testing.T) {
+	w, err := ParseWindow("30 22 * * 5", 3*time.Hour) // Fridays 22:30 UTC for 3 h
+	if err != nil {
+		t.Fatal(err)
+	}
+	fri := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC) // a Friday
+	for _, tc := range []struct {
+		at   time.Time
+		want bool
+	}{
+		{fri.Add(22*time.Hour + 29*time.Minute), false},
+		{fri.Add(22*time.Hour + 30*time.Minute), true},
+		{fri.Add(25*time.Hour + 29*time.Minute), true}, // Saturday 01:29
+		{fri.Add(25*time.Hour + 30*time.Minute), false},
+		{fri.Add(-24 * time.Hour).Add(23 * time.Hour), false}, // Thursday
+	} {
+		if got := w.covers(tc.at); got != tc.want {
+			t.Errorf("covers(%v) = %v, want %v", tc.at, got, tc.want)
+		}
+	}
+	for _, bad := range []struct {
+		spec string
+		d    time.Duration
+	}{{"61 * * * *", time.Hour}, {"* * *", time.Hour}, {"@daily", 0}, {"@daily", 721 * time.Hour}} {
+		if _, err := ParseWindow(bad.spec, bad.d); !errors.Is(err, ErrInvalidPolicy) {
+			t.Errorf("%q %v: %v", bad.spec, bad.d, err)
+		}
+	}
+}
+
+func TestPolicyCheck(t *testing.T) {
+	p99, p5 := 0.99, 0.5
+	for _, bad := range []Policy{
+		{Name: "a", Mode: "Sometimes"},
+		{Name: "b", Mode: ModeInPlace, Preset: "nope"},
+		{Name: "c", Mode: ModeInPlace, Overrides: recommend.Overrides{CPU: recommend.ResourceOverrides{Percentile: &p99, Objective: &p5}}},
+		{Name: "d", Mode: ModeInPlace, Preset: "vpa", Overrides: recommend.Overrides{CPU: recommend.ResourceOverrides{TargetSaturation: &p5}}},
+		{Name: "e", Mode: ModeInPlace, MaxChangePerStep: 2},
+		{Name: "f", Mode: ModeInPlace, Step: time.Millisecond},
+	} {
+		if err := bad.Check(); !errors.Is(err, ErrInvalidPolicy) || !strings.Contains(err.Error(), bad.Name) {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+	good := Policy{Name: "g", Mode: ModeDryRun}
+	if err := good.Check(); err != nil || good.Preset != recommend.DefaultPreset || good.Step != DefaultStep || good.Limits != LimitsKeepRatio {
+		t.Fatalf("defaults: %+v %v", good, err)
+	}
+}

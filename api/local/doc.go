@@ -1,0 +1,20 @@
+// Package local is cgpilot's node-local protocol: the pod and Node
+// annotations users and the agent exchange (cgpilot.io/*), and the JSON
+// views of the agent's local API on its unix socket, with a small client
+// for that socket. It is what `cgpilotctl` and tests speak to a running
+// agent, so it is small and imports no client-go: cgpilotctl links none
+// of it.
+//
+// Annotations (annotations.go): ParseAnnotations validates a pod's
+// cgpilot.io/* request strictly (bounded CPU lists through
+// internal/cpulist); Status and NodeSummary are the JSON the agent writes
+// back. Views (views.go): one struct per local API path. Client
+// (client.go): GET over the socket with timeouts and a bounded body.
+//
+// Errors: every annotation error is an *AnnotationError wrapping exactly one
+// of the specific sentinels, each of which wraps ErrInvalidAnnotation; the
+// client's errors say which socket and whether the agent answered.
+//
+// It imports the standard library, k8s.io/utils/cpuset and
+// internal/cpulist only: no client-go, and no other cgpilot package.
+package local

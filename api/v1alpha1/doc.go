@@ -1,0 +1,18 @@
+// Package v1alpha1 is cgpilot's cluster-facing API, group cgpilot.io,
+// version v1alpha1: the RightsizePolicy custom resource (which pods the
+// agent right-sizes, how, and when not to) and the pod annotations that
+// override a policy for one pod or carry the agent's recommendation.
+//
+// The Go types are the source of truth: `make generate` runs controller-gen
+// (pinned in hack/tool.sh) to write zz_generated.deepcopy.go and the CRD in
+// deploy/crds/, with the OpenAPI validation taken from the markers below.
+// What a schema cannot check (a selector that matches nothing, a pod
+// matched by two policies) the agent reports in the policy's status.
+//
+// It imports only the standard library and k8s.io/apimachinery, never
+// client-go, k8s.io/api or other cgpilot packages (hack/check-imports.sh), so
+// the agent, cgpilotctl and outside tools can all use it cheaply.
+//
+// +kubebuilder:object:generate=true
+// +groupName=cgpilot.io
+package v1alpha1

@@ -1,0 +1,249 @@
+//go:build linux
+
+package cgroup_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/cgpilot/cgpilot/cgroup"
+	"github.com/cgpilot/cgpilot/test/cgtest"
+	"github.com/cgpilot/cgpilot/test/tier"
+)
+
+// Kernel tier for kubepods.go and watch.go: a kubelet-style tree of real
+// cgroups (cgtest.KubeletTree).
+
+func openKubepods(t *testing.T, driver string) (*cgtest.KubeletTree, *cgroup.Kubepods) {
+	tier.Kernel(t)
+	k := cgtest.NewKubeletTree(t, driver)
+	kp, err := cgroup.OpenKubepods(sandboxMounts(k.SB), cgroup.KubepodsConfig{Root: "/sys/fs/cgroup", Layout: cgroup.LayoutConfig{KubepodsPath: "/" + k.KubepodsName}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, kp
+}
+
+// TestKernelApplyPodRetriesOnRace: a container that appeared (unplanned
+// child) or vanished (gone) between listing and writing makes the writer
+// refuse and roll back; ApplyPod lists again and succeeds.
+func TestKernelApplyPodRetriesOnRace(t *testing.T) {
+	k, kp := openKubepods(t, "cgroupfs")
+	all := k.CPUs
+	one := cpuset.New(all.List()[1])
+	rel, pids := k.Pod("race", "Burstable", "a", "b")
+	podPath := path.Join("/", k.KubepodsName, "burstable", "podrace")
+	for _, tc := range []struct {
+		name       string
+		containers []string
+		want       string
+	}{
+		{"unplanned child", []string{podPath + "/a"}, one.String()},
+		{"vanished child", []string{podPath + "/a", podPath + "/b", podPath + "/gone"}, all.String()},
+	} {
+		want, _ := cpuset.Parse(tc.want)
+		written, err := kp.ApplyPod(cgroup.PodCPUs{UID: "race", Path: podPath, Containers: tc.containers, CPUs: want})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for _, w := range written {
+			if w.Cgroup != podPath && !strings.HasPrefix(w.Cgroup, podPath+"/") {
+				t.Fatalf("%s: write %s reported for cgroup %s outside the pod", tc.name, w.File, w.Cgroup)
+			}
+		}
+		for _, c := range []string{"", "/a", "/b"} {
+			if k.SB.Unified && tc.name == "unplanned child" && c == "/b" {
+				// v2 bounds a child by its parent's effective set instead of
+				// refusing the narrowing, so the writer has no reason to
+				// refuse and ApplyPod none to list again: b keeps its own
+				// empty request and is granted exactly the pod's CPUs.
+				if got := cgtest.ReadCPUs(t, filepath.Join(k.SB.Path(k.CPUSetKey, rel+c), "cpuset.cpus.effective")); got.String() != tc.want {
+					t.Fatalf("%s: %s%s cpuset.cpus.effective = %s, want %s", tc.name, rel, c, got, tc.want)
+				}
+				continue
+			}
+			if got := k.CPUSet(rel + c); got != tc.want {
+				t.Fatalf("%s: %s%s = %s, want %s", tc.name, rel, c, got, tc.want)
+			}
+		}
+		for _, pid := range pids {
+			if got := cgtest.Allowed(t, pid); got != tc.want {
+				t.Fatalf("%s: pid %d may run on %s, want %s", tc.name, pid, got, tc.want)
+			}
+		}
+	}
+}
+
+// TestKernelWatch: inotify on the tree reports a new pod, a container
+// created later (queued as late) and a removed container.
+func TestKernelWatch(t *testing.T) {
+	for _, driver := range []string{"cgroupfs", "systemd"} {
+		t.Run(driver, func(t *testing.T) {
+			k, kp := openKubepods(t, driver)
+			podRel, _ := k.SB.MkdirPod(driver, "Burstable", "u-late")
+			events := make(chan cgroup.WatchEvent, 16)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if err := kp.Watch(ctx, func(ev cgroup.WatchEvent) { events <- ev }, func(err error) { t.Errorf("watch: %v", err) }); err != nil {
+				t.Fatal(err)
+			}
+			next := func(want cgroup.WatchKind, uid string) cgroup.WatchEvent {
+				t.Helper()
+				select {
+				case ev := <-events:
+					if ev.Kind != want || ev.PodUID != uid {
+						t.Fatalf("event %+v, want %s of %s", ev, want, uid)
+					}
+					return ev
+				case <-time.After(10 * time.Second):
+					t.Fatalf("no %s event for %s", want, uid)
+				}
+				return cgroup.WatchEvent{}
+			}
+			k.SB.MkdirPod(driver, "BestEffort", "u-new")
+			if ev := next(cgroup.PodCreated, "u-new"); ev.HasContainers {
+				t.Fatalf("empty pod reported with containers: %+v", ev)
+			}
+			k.SB.Mkdir(podRel + "/ctr")
+			next(cgroup.ContainerCreated, "u-late")
+			// The cached listing is dropped before the handler runs.
+			kids, err := kp.KnownChildren("/" + podRel)
+			if err != nil || len(kids) != 1 || path.Base(kids[0]) != "ctr" {
+				t.Fatalf("listing after the event: %v, %v", kids, err)
+			}
+			for _, h := range []string{k.CPUSetKey, k.CPUKey} {
+				if err := syscall.Rmdir(k.SB.Path(h, podRel+"/ctr")); err != nil && !errors.Is(err, syscall.ENOENT) {
+					t.Fatal(err)
+				}
+			}
+			next(cgroup.ContainerRemoved, "u-late")
+		})
+	}
+}
+
+// TestKernelV2ControllersRequired: on v2, OpenKubepods refuses a kubepods
+// that does not enable cpu and cpuset for its children (their files would
+// be missing), naming the file.
+func TestKernelV2ControllersRequired(t *testing.T) {
+	tier.Kernel(t)
+	sb := cgtest.New(t, "cpu", "cpuset")
+	if !sb.Unified {
+		t.Skip("kernel tier: v1 has no cgroup.subtree_control; each v1 controller is its own hierarchy (checked by the mount check)")
+	}
+	sb.Mkdir("kubepods") // no children yet: its subtree_control is empty
+	m, err := cgroup.ReadMounts("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cgroup.KubepodsConfig{Root: "/sys/fs/cgroup", Layout: cgroup.LayoutConfig{KubepodsPath: path.Join(strings.TrimPrefix(sb.Dirs[cgtest.V2], sb.Mounts[cgtest.V2]), "kubepods")}}
+	_, err = cgroup.OpenKubepods(m, cfg)
+	if !errors.Is(err, cgroup.ErrLayout) || !strings.Contains(err.Error(), "cgroup.subtree_control") {
+		t.Fatalf("OpenKubepods = %v, want ErrLayout naming cgroup.subtree_control", err)
+	}
+	sb.Mkdir("kubepods/burstable") // enables the sandbox's controllers in kubepods
+	if _, err := cgroup.OpenKubepods(m, cfg); err != nil {
+		t.Fatalf("with cpu and cpuset enabled: %v", err)
+	}
+}
+
+// TestKernelKubepodsRefusesOtherRoot: hierarchies mounted outside the
+// configured root are a configuration error, not something to write
+// through.
+func TestKernelKubepodsRefusesOtherRoot(t *testing.T) {
+	k, _ := openKubepods(t, "cgroupfs")
+	_, err := cgroup.OpenKubepods(sandboxMounts(k.SB), cgroup.KubepodsConfig{Root: "/elsewhere", Layout: cgroup.LayoutConfig{KubepodsPath: "/" + k.KubepodsName}})
+	if !errors.Is(err, cgroup.ErrLayout) || !strings.Contains(err.Error(), "/elsewhere") {
+		t.Fatalf("err = %v, want ErrLayout naming the root", err)
+	}
+}
+
+// TestKernelApplyPodResources: a container's memory limit raised while its
+// task holds memory close to it (the OOM bump: pod before container), then
+// CPU shares, quota and memory moved down (containers before the pod), read
+// back through ReadCurrent; a limit below usage is refused and changes
+// nothing.
+func TestKernelApplyPodResources(t *testing.T) {
+	k, kp := openKubepods(t, "cgroupfs")
+	rel, _ := k.Pod("res", "Burstable", "app")
+	podPath := path.Join("/", k.KubepodsName, "burstable", "podres")
+	ctr := podPath + "/app"
+	mem := func(rel string, v int64) {
+		file := "memory.limit_in_bytes"
+		if k.SB.Unified {
+			file = "memory.max"
+		}
+		if err := os.WriteFile(filepath.Join(k.SB.Path(k.MemoryKey, rel), file), []byte(strconv.FormatInt(v, 10)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mem(rel, 256<<20)
+	mem(rel+"/app", 128<<20)
+	hog := k.SB.Start(rel+"/app", cgtest.Hog, 96)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := kp.ReadCurrent(ctr); err == nil && c.MemoryLimit > 0 {
+			if u := usageOf(t, k, rel+"/app"); u >= 90<<20 {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	up := func(v int64) *int64 { return &v }
+	// Raise: the container to 200 MiB needs the pod at 328 MiB first.
+	if _, err := kp.ApplyPodResources(cgroup.PodResources{UID: "res", Path: podPath,
+		Pod: cgroup.Resources{MemoryLimit: up(328 << 20)}, Containers: map[string]cgroup.Resources{ctr: {MemoryLimit: up(200 << 20)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := kp.ReadCurrent(ctr); err != nil || c.MemoryLimit != 200<<20 {
+		t.Fatalf("container after the bump: %+v, %v", c, err)
+	}
+	// Below usage: refused before any write.
+	_, err := kp.ApplyPodResources(cgroup.PodResources{UID: "res", Path: podPath,
+		Containers: map[string]cgroup.Resources{ctr: {MemoryLimit: up(64 << 20)}}})
+	if !errors.Is(err, cgroup.ErrRefused) {
+		t.Fatalf("limit below usage: %v, want ErrRefused", err)
+	}
+	if c, _ := kp.ReadCurrent(ctr); c.MemoryLimit != 200<<20 {
+		t.Fatalf("a refused plan changed the limit to %d", c.MemoryLimit)
+	}
+	// CPU down: shares and quota, container before pod.
+	shares := cgroup.KubeletShares(250)
+	q := cgroup.KubeletQuota(500)
+	podShares, podQuota := cgroup.KubeletShares(250), cgroup.KubeletQuota(500)
+	if _, err := kp.ApplyPodResources(cgroup.PodResources{UID: "res", Path: podPath,
+		Pod: cgroup.Resources{Shares: &podShares, Quota: &podQuota}, Containers: map[string]cgroup.Resources{ctr: {Shares: &shares, Quota: &q}}}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kp.ReadCurrent(ctr)
+	if err != nil || c.Quota != q {
+		t.Fatalf("container cpu: %+v, %v", c, err)
+	}
+	if want := shares; !k.SB.Unified && c.Shares != want {
+		t.Fatalf("cpu.shares %d, want %d", c.Shares, want)
+	}
+	hog.Kill()
+}
+
+// usageOf reads a sandbox cgroup's memory usage.
+func usageOf(t *testing.T, k *cgtest.KubeletTree, rel string) int64 {
+	file := "memory.usage_in_bytes"
+	if k.SB.Unified {
+		file = "memory.current"
+	}
+	b, err := os.ReadFile(filepath.Join(k.SB.Path(k.MemoryKey, rel), file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return v
+}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cgpilot/cgpilot/recommend"
+)
+
+// The frontier sweep (replay --sweep): per trace, VPA with its target
+// percentile swept (margin kept at its 15 %), cgpilot-slo with its CPU
+// objective swept (memory objective a tenth of it), the default preset and
+// upstream VPA's default, all replayed against the same VPA control and
+// scored alike. It writes <out>/<trace>.csv and <out>/<trace>.svg.
+
+// sweepPoint is one replayed policy.
+type sweepPoint struct {
+	family string // "vpa", "cgpilot-slo", "default"
+	label  string
+	param  float64 // the swept value (VPA percentile, CPU objective)
+	s      recommend.PolicyScore
+}
+
+var (
+	sweepVPAPercentiles = []float64{0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.995}
+	sweepObjectives     = []float64{0.002, 0.005, 0.01, 0.02, 0.05, 0.1}
+)
+
+func sweepPolicies() []struct {
+	family string
+	param  float64
+	p      recommend.Policy
+} {
+	var out []struct {
+		family string
+		param  float64
+		p      recommend.Policy
+	}
+	add := func(family string, param float64, p recommend.Policy) {
+		out = append(out, struct {
+			family string
+			param  float64
+			p      recommend.Policy
+		}{family, param, p})
+	}
+	for _, q := range sweepVPAPercentiles {
+		p, _ := recommend.Preset("vpa")
+		p.Name = fmt.Sprintf("vpa p%g", 100*q)
+		p.VPA.TargetCPUPercentile, p.VPA.TargetMemoryPercentile = q, q
+		add("vpa", q, p)
+	}
+	for _, o := range sweepObjectives {
+		add(recommend.SLOPreset, o, recommend.SLOPolicy(fmt.Sprintf("%s %g%%", recommend.SLOPreset, 100*o), o, o/10))
+	}
+	def, _ := recommend.Preset(recommend.DefaultPreset)
+	add("default", 0, def)
+	return out
+}
+
+// runSweep replays every sweep policy on tr and writes the CSV and SVG.
+func runSweep(name string, tr *recommend.Trace, base recommend.ReplayOptions, outDir string, stderr io.Writer) ([]sweepPoint, error) {
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, err
+	}
+	var pts []sweepPoint
+	var control recommend.PolicyScore
+	for _, sp := range sweepPolicies() {
+		start := time.Now()
+		opt := base
+		opt.Policy = sp.p
+		sum, err := recommend.Replay(tr, opt)
+		if err != nil {
+			return nil, err
+		}
+		control = sum.Control
+		pts = append(pts, sweepPoint{family: sp.family, label: sp.p.Name, param: sp.param, s: sum.Policy})
+		fmt.Fprintf(stderr, "sweep %s: %-22s CPU %.3f/%.4f/%.2f  memory %.3f/%.5f/%.2f  (%v)\n", name, sp.p.Name,
+			sum.Policy.CPU.RelativeSlack, sum.Policy.CPU.ViolationRate, sum.Policy.CPU.ChangesPerSeriesDay,
+			sum.Policy.Memory.RelativeSlack, sum.Policy.Memory.ViolationRate, sum.Policy.Memory.ChangesPerSeriesDay,
+			time.Since(start).Round(time.Millisecond))
+	}
+	control.Policy = "vpa (control)"
+	pts = append(pts, sweepPoint{family: "control", label: "vpa (upstream default)", param: 0.9, s: control})
+	base.Policy = recommend.Policy{}
+	if err := writeSweepCSV(filepath.Join(outDir, name+".csv"), name, pts); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(outDir, name+".svg"))
+	if err != nil {
+		return nil, err
+	}
+	writeSweepSVG(f, name, tr.HasMemory, pts)
+	return pts, f.Close()
+}
+
+func writeSweepCSV(path, trace string, pts []sweepPoint) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	w.Write([]string{"trace", "family", "policy", "param", "scored_samples",
+		"cpu_relative_slack", "cpu_violation_rate", "cpu_resizes_per_series_day",
+		"mem_relative_slack", "mem_violation_rate", "mem_resizes_per_series_day"})
+	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+	for _, p := range pts {
+		w.Write([]string{trace, p.family, p.label, g(p.param), strconv.FormatInt(p.s.ScoredSamples, 10),
+			g(p.s.CPU.RelativeSlack), g(p.s.CPU.ViolationRate), g(p.s.CPU.ChangesPerSeriesDay),
+			g(p.s.Memory.RelativeSlack), g(p.s.Memory.ViolationRate), g(p.s.Memory.ChangesPerSeriesDay)})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeSweepSVG draws one panel per resource: relative slack against the
+// violation rate (log scale), each family a line, resizes/day as labels.
+// Hand-written because the chart is two panels of lines and markers and no
+// plotting library is in the module's dependencies.
+func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
+	panels := []string{"CPU"}
+	if memory {
+		panels = append(panels, "memory")
+	}
+	const pw, ph, ml, mt, mb, mr = 460, 330, 60, 46, 52, 16
+	width := max(len(panels)*(pw+ml+mr)+10, 640)
+	height := ph + mt + mb + 100
+	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
+	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(w, `<text x="10" y="20" font-size="15" font-weight="bold">%s: slack against violations (lower left is better; compare at equal violations)</text>`+"\n", xmlEscape(trace))
+	colors := map[string]string{"vpa": "#d62728", recommend.SLOPreset: "#1f77b4", "default": "#2ca02c", "control": "#7f7f7f"}
+	for i, res := range panels {
+		x0 := 10 + i*(pw+ml+mr) + ml
+		metric := func(p sweepPoint) recommend.Metrics {
+			if res == "CPU" {
+				return p.s.CPU
+			}
+			return p.s.Memory
+		}
+		// Axis ranges over the plotted points; violations on a log axis.
+		vmin, vmax, smax := math.Inf(1), 0.0, 0.0
+		for _, p := range pts {
+			m := metric(p)
+			if m.ViolationRate > 0 {
+				vmin, vmax = min(vmin, m.ViolationRate), max(vmax, m.ViolationRate)
+			}
+			smax = max(smax, m.RelativeSlack)
+		}
+		if vmax == 0 {
+			vmin, vmax = 1e-4, 1e-1
+		}
+		lo, hi := math.Floor(math.Log10(vmin)), math.Ceil(math.Log10(vmax))
+		if hi <= lo {
+			hi = lo + 1
+		}
+		smax = niceCeil(smax * 1.05)
+		px := func(v float64) float64 {
+			v = max(v, math.Pow(10, lo))
+			return float64(x0) + (math.Log10(v)-lo)/(hi-lo)*pw
+		}
+		py := func(s float64) float64 { return float64(mt+ph) - s/smax*ph }
+		fmt.Fprintf(w, `<g><text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", x0, mt-8, res)
+		fmt.Fprintf(w, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333"/>`+"\n", x0, mt, pw, ph)
+		for e := lo; e <= hi; e++ {
+			x := px(math.Pow(10, e))
+			fmt.Fprintf(w, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/><text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n",
+				x, mt, x, mt+ph, x, mt+ph+16, pctLabel(math.Pow(10, e)))
+		}
+		for k := 0; k <= 4; k++ {
+			s := smax * float64(k) / 4
+			fmt.Fprintf(w, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%.3g</text>`+"\n",
+				x0, py(s), x0+pw, py(s), x0-6, py(s)+4, s)
+		}
+		fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle">violation rate (share of samples above the target, log)</text>`+"\n", x0+pw/2, mt+ph+34)
+		fmt.Fprintf(w, `<text transform="translate(%d,%d) rotate(-90)" text-anchor="middle">relative slack (Σ slack / Σ usage)</text>`+"\n", x0-44, mt+ph/2)
+		for _, fam := range []string{"vpa", recommend.SLOPreset, "default", "control"} {
+			var line []sweepPoint
+			for _, p := range pts {
+				if p.family == fam {
+					line = append(line, p)
+				}
+			}
+			sort.Slice(line, func(a, b int) bool { return metric(line[a]).ViolationRate < metric(line[b]).ViolationRate })
+			if len(line) > 1 {
+				var d strings.Builder
+				for k, p := range line {
+					fmt.Fprintf(&d, "%s%.1f,%.1f ", map[bool]string{true: "M", false: "L"}[k == 0], px(metric(p).ViolationRate), py(metric(p).RelativeSlack))
+				}
+				fmt.Fprintf(w, `<path d="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.TrimSpace(d.String()), colors[fam])
+			}
+			for _, p := range line {
+				m := metric(p)
+				x, y := px(m.ViolationRate), py(m.RelativeSlack)
+				shape := fmt.Sprintf(`<circle cx="%.1f" cy="%.1f" r="4" fill="%s"/>`, x, y, colors[fam])
+				if fam == "default" || fam == "control" {
+					shape = fmt.Sprintf(`<rect x="%.1f" y="%.1f" width="10" height="10" fill="%s" stroke="black"/>`, x-5, y-5, colors[fam])
+				}
+				fmt.Fprintf(w, `%s<title>%s: slack %.3f, violations %s, %.2f resizes/series/day</title>`+"\n", shape, xmlEscape(p.label), m.RelativeSlack, pctLabel(m.ViolationRate), m.ChangesPerSeriesDay)
+				fmt.Fprintf(w, `<text x="%.1f" y="%.1f" font-size="9" fill="#555">%.2f/d</text>`+"\n", x+6, y-5, m.ChangesPerSeriesDay)
+			}
+		}
+		fmt.Fprintln(w, `</g>`)
+	}
+	// Legend.
+	ly := mt + ph + mb + 10
+	lx := 10 + ml
+	for _, l := range []struct{ fam, text string }{
+		{"vpa", "VPA, target percentile swept 50–99.5 % (+15 % margin)"},
+		{recommend.SLOPreset, "cgpilot-slo, CPU objective swept 0.2–10 % (memory a tenth)"},
+		{"default", recommend.DefaultPreset + " (default preset)"},
+		{"control", "VPA 1.8.1 defaults (p90 + 15 %)"},
+	} {
+		fmt.Fprintf(w, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly-10, colors[l.fam], lx+18, ly, xmlEscape(l.text))
+		ly += 18
+	}
+	fmt.Fprintf(w, `<text x="%d" y="%d" font-size="10" fill="#555">labels: resizes per series per day (target changes over 10 %%)</text>`+"\n", 10+ml, height-6)
+	fmt.Fprintln(w, `</svg>`)
+}
+
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	e := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+		if m*e >= v {
+			return m * e
+		}
+	}
+	return 10 * e
+}
+
+func pctLabel(v float64) string { return strconv.FormatFloat(100*v, 'g', 3, 64) + "%" }
+
+func xmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
+}

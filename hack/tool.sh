@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# tool.sh - build (or reuse) a pinned Go tool and print its path.
+#
+#   hack/tool.sh controller-gen     CRDs and deepcopy from api/ (make generate)
+#   hack/tool.sh helm               the chart in deploy/helm (make lint, test/deploy)
+#
+# Each tool is built from the Go module proxy at the version pinned below
+# (never "latest") into ${XDG_CACHE_HOME:-~/.cache}/cgpilot/tools/<name>-<version>/,
+# like the Kubernetes binaries of test/k8sbins: a warm call only checks that the
+# binary is there. A cold build prints its progress on stderr. Only the path goes
+# to stdout, so callers write "$(hack/tool.sh helm) template ...".
+set -euo pipefail
+
+usage() { echo "usage: $0 controller-gen|helm" >&2; exit 2; }
+[ $# = 1 ] || usage
+name=$1
+case $name in
+  # v0.21 is the controller-tools line built against k8s.io 0.36, our client-go.
+  controller-gen)
+    version=v0.21.0
+    pkg=sigs.k8s.io/controller-tools/cmd/controller-gen
+    ldflags="-s -w" ;;
+  # Helm 4; the ldflags set what `helm version` reports, as its own Makefile does.
+  helm)
+    version=v4.3.1
+    pkg=helm.sh/helm/v4/cmd/helm
+    ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=$version -X helm.sh/helm/v4/internal/version.metadata= -X helm.sh/helm/v4/internal/version.gitTreeState=clean" ;;
+  *) usage ;;
+esac
+command -v go >/dev/null || { echo "tool: go not found: install Go (see README)" >&2; exit 2; }
+
+base=${XDG_CACHE_HOME:-$HOME/.cache}/cgpilot/tools
+dir=$base/$name-$version
+bin=$dir/$name
+if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
+
+# One builder per tool at a time: parallel make jobs or tests must not race.
+mkdir -p "$base"
+exec 9>"$base/.$name.lock"
+if ! flock -n 9; then
+  echo "tool: another build of $name is running; waiting for it" >&2
+  flock 9
+fi
+if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
+
+echo "tool: building $name $version from the Go module proxy into $dir (cold: a few minutes on 2 cores)" >&2
+start=$(date +%s)
+tmp=$dir.tmp
+rm -rf "$tmp"; mkdir -p "$tmp"
+# go install -v names each package as it is compiled: print every 20th as
+# progress, so a long build is visibly moving without flooding the log.
+log=$tmp/build.log
+set +e
+GOBIN=$tmp CGO_ENABLED=0 GOFLAGS=-mod=mod go install -v -trimpath -ldflags="$ldflags" "$pkg@$version" 2>&1 |
+  tee "$log" | awk -v n="$name" '{ c++ } c % 20 == 0 { printf "tool: %s: %d packages compiled (now %s)\n", n, c, $0 > "/dev/stderr"; fflush("/dev/stderr") }'
+rc=${PIPESTATUS[0]}
+set -e
+if [ "$rc" != 0 ] || [ ! -x "$tmp/$name" ]; then
+  echo "tool: building $name $version failed (exit $rc); last lines:" >&2
+  tail -n 20 "$log" >&2
+  exit 1
+fi
+rm -f "$log"
+rm -rf "$dir"; mv "$tmp" "$dir"
+# Other versions of the same tool are dead weight.
+for old in "$base/$name"-*; do [ "$old" = "$dir" ] || [ ! -d "$old" ] || rm -rf "$old"; done
+echo "tool: $name $version built in $(( $(date +%s) - start ))s" >&2
+echo "$bin"

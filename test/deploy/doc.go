@@ -1,0 +1,20 @@
+// Package deploy renders the manifests of deploy/ as users apply them and
+// tests them: the kustomize base (with any of its components) in process,
+// with the kustomize library kubectl 1.36 embeds (sigs.k8s.io/kustomize/api
+// v0.21.1), and the Helm chart with the pinned helm binary of hack/tool.sh.
+// It decodes renders into unstructured objects and normalises them, so that
+// the two renders can be compared object by object, and applies them to a
+// real API server. `make demo` deploys the agent from Kustomize's render.
+//
+// Its tests prove the manifests' contract with the agent (flags, mounts,
+// least-privilege RBAC), that the chart renders exactly the kustomize
+// objects for each layout, that both pass server-side dry-run on the test
+// bed's kube-apiserver, and that the admission policy confines the agent's
+// own token to its node (TestAgentIdentityConfinedToItsNode).
+//
+// Error contract: errors wrap ErrRender and name the directory, the
+// command or the document that failed.
+//
+// It imports no cgpilot package except test/tier in its tests and
+// test/harness in its e2e tests; it never imports agent.
+package deploy

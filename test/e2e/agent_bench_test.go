@@ -1,0 +1,241 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	local "github.com/cgpilot/cgpilot/api/local"
+)
+
+func percentile(d []time.Duration, p float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(float64(len(s)-1) * p)
+	return float64(s[i].Microseconds()) / 1000
+}
+
+// waitFile spins until file holds want (trimmed); the spin is the clock.
+func waitFile(b *testing.B, file, want string, limit time.Duration) time.Time {
+	deadline := time.Now().Add(limit)
+	for {
+		raw, err := os.ReadFile(file)
+		if err == nil && strings.TrimSpace(string(raw)) == want {
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: %q not reached in %v (last %q, %v)", file, want, limit, raw, err)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// watchFloor is a plain informer of the test's own: the time a pod change
+// takes to reach any watcher is the floor no agent can beat.
+type arrival struct {
+	tag string
+	at  time.Time
+}
+
+func watchFloor(b *testing.B, bd *bed) chan arrival {
+	ch := make(chan arrival, 1024)
+	f := informers.NewSharedInformerFactoryWithOptions(bd.cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", testNode).String()
+	}))
+	inf := f.Core().V1().Pods().Informer()
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			select {
+			case ch <- arrival{p.Name + "@" + p.Annotations[local.AnnotationReleaseIsolation], time.Now()}:
+			default:
+			}
+		}
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	return ch
+}
+
+// BenchmarkAnnotationToCgroup: a pod annotation change (release-isolation
+// toggled on an exclusive pod) on the real API server, until the agent has
+// written the container's cpuset.cpus. Baseline in the same run: the same
+// change reaching a plain informer (the watch floor).
+func BenchmarkAnnotationToCgroup(b *testing.B) {
+	bd := newBed(b)
+	bd.createPod(b, "web", "Burstable", nil, "app")
+	bd.startAgent(b)
+	_, rel, _ := bd.createPod(b, "db", "Guaranteed", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "postgres")
+	var excl string
+	eventually(b, "allocated", func() (bool, string) {
+		_, ann := bd.status(b, "db")
+		excl = ann[local.AnnotationAllocatedCPUs]
+		return excl != "" && bd.k.CPUSet(rel+"/postgres") == excl, excl
+	})
+	floor := watchFloor(b, bd)
+	file := filepath.Join(bd.k.SB.Path("cpuset", rel+"/postgres"), "cpuset.cpus")
+	all := mustSet(b, bd.cfg.CPUs).String()
+	var lat, watch []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		release := i%2 == 0
+		want := excl
+		if release {
+			want = all
+		}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%t"}}}`, local.AnnotationReleaseIsolation, release)
+		tag := fmt.Sprintf("db@%t", release)
+		t0 := time.Now()
+		if _, err := bd.cs.CoreV1().Pods("default").Patch(context.Background(), "db", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		done := waitFile(b, file, want, 10*time.Second)
+		lat = append(lat, done.Sub(t0))
+		for seen := false; !seen; {
+			select {
+			case got := <-floor:
+				if got.tag == tag {
+					watch = append(watch, got.at.Sub(t0))
+					seen = true
+				}
+			case <-time.After(10 * time.Second):
+				b.Fatal("watch floor: event not seen")
+			}
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(percentile(lat, 0.5), "p50-ms")
+	b.ReportMetric(percentile(lat, 0.99), "p99-ms")
+	b.ReportMetric(percentile(watch, 0.5), "watch-p50-ms")
+	b.ReportMetric(percentile(watch, 0.99), "watch-p99-ms")
+	if w := percentile(watch, 0.5); w > 0 {
+		b.ReportMetric(percentile(lat, 0.5)/w, "p50/watch")
+	}
+}
+
+// BenchmarkSharedPoolRefresh200E2E: the same refresh end to end on the real
+// API server: the exclusive pod's cpu-pool annotation is switched, and the
+// clock stops when the last of 200 shared containers holds the new pool.
+func BenchmarkSharedPoolRefresh200E2E(b *testing.B) {
+	bd := newBed(b)
+	var rels []string
+	for i := 0; i < 200; i++ {
+		p, err := bd.cs.CoreV1().Pods("default").Create(context.Background(), &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s%03d", i), Namespace: "default"},
+			Spec:       corev1.PodSpec{NodeName: testNode, Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, ctrs := bd.k.SB.MkdirPod("cgroupfs", "BestEffort", string(p.UID), "app")
+		rels = append(rels, filepath.Join(bd.k.SB.Path("cpuset", ctrs[0]), "cpuset.cpus"))
+	}
+	bd.createPod(b, "db", "Guaranteed", nil, "postgres")
+	bd.startAgent(b)
+	all := mustSet(b, bd.cfg.CPUs)
+	for _, f := range rels {
+		waitFile(b, f, all.String(), 30*time.Second)
+	}
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		pool, want := "exclusive", ""
+		if i%2 == 1 {
+			pool, want = "shared", all.String()
+		}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:"1"}}}`, local.AnnotationCPUPool, pool, local.AnnotationCPUs)
+		if pool == "shared" {
+			patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:null}}}`, local.AnnotationCPUPool, pool, local.AnnotationCPUs)
+		}
+		t0 := time.Now()
+		if _, err := bd.cs.CoreV1().Pods("default").Patch(context.Background(), "db", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if want == "" {
+			// The shared pool is whatever the agent did not give db.
+			eventually(b, "allocation", func() (bool, string) {
+				_, ann := bd.status(b, "db")
+				want = ann[local.AnnotationAllocatedCPUs]
+				return want != "", ""
+			})
+			want = all.Difference(mustSet(b, want)).String()
+		}
+		var last time.Time
+		for _, f := range rels {
+			last = waitFile(b, f, want, 30*time.Second)
+		}
+		lat = append(lat, last.Sub(t0))
+	}
+	b.StopTimer()
+	b.ReportMetric(percentile(lat, 0.5), "p50-ms")
+	b.ReportMetric(percentile(lat, 0.99), "p99-ms")
+}
+
+// BenchmarkLateContainer: the window between a container cgroup appearing
+// (mkdir, empty cpuset as v1 creates it) under a shared pod and the agent
+// having written its cpuset. Baseline in the same run: the same mkdir
+// reaching a test-owned inotify watcher (the kernel's delivery floor).
+func BenchmarkLateContainer(b *testing.B) {
+	bd := newBed(b)
+	_, rel, _ := bd.createPod(b, "web", "Burstable", nil, "app")
+	bd.startAgent(b)
+	all := mustSet(b, bd.cfg.CPUs).String()
+	waitFile(b, filepath.Join(bd.k.SB.Path("cpuset", rel+"/app"), "cpuset.cpus"), all, 30*time.Second)
+	podDir := bd.k.SB.Path("cpuset", rel)
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(podDir); err != nil {
+		b.Fatal(err)
+	}
+	var window, floor []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		dir := filepath.Join(podDir, fmt.Sprintf("late-%d", i))
+		t0 := time.Now()
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-w.Events:
+			floor = append(floor, time.Since(t0))
+		case <-time.After(5 * time.Second):
+			b.Fatal("inotify floor: no event")
+		}
+		done := waitFile(b, filepath.Join(dir, "cpuset.cpus"), all, 15*time.Second)
+		window = append(window, done.Sub(t0))
+		b.StopTimer()
+		if err := os.Remove(dir); err != nil {
+			b.Fatal(err)
+		}
+		for len(w.Events) > 0 {
+			<-w.Events
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(percentile(window, 0.5), "window-p50-ms")
+	b.ReportMetric(percentile(window, 0.99), "window-p99-ms")
+	b.ReportMetric(percentile(floor, 0.5), "inotify-p50-ms")
+}
