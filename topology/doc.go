@@ -13,10 +13,11 @@
 // irq_linux.go (/proc/interrupts, /proc/irq/N/{smp,effective}_affinity_list)
 // and blkmq_linux.go (/sys/block/*/mq/*/cpu_list). Each reader does one
 // bounded read and hands the text to a pure parseX function that is fuzzed.
-// The fuzz targets of the /proc/interrupts, distance and IRQ-name parsers
-// also hold every parse to a CPU-time and heap bound (10 ms and 1 MiB per
-// 256 KiB of input; 2 MiB for /proc/interrupts, whose result grows with it),
-// as TestParserBounds does for crafted worst cases.
+// The fuzz targets of the /proc/interrupts, distance, IRQ-name, isolcpus
+// and blk-mq cpu_list parsers also hold every parse to a CPU-time and heap
+// bound (10 ms and 1 MiB per 256 KiB of input; 2 MiB for /proc/interrupts,
+// whose result grows with it), as TestParserBounds does for crafted worst
+// cases.
 //
 // Cores and packages are the kernel's sibling lists (core_cpus_list or
 // thread_siblings_list, package_cpus_list or core_siblings_list), the
