@@ -5,16 +5,20 @@ import (
 	"strings"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cgpilot/cgpilot/internal/cpulist"
 )
 
 // isolatedFromCmdline returns the CPUs of the isolcpus= parameter of a kernel
 // command line. isolcpus takes optional flags before the list
 // ("isolcpus=managed_irq,domain,0-4,11-79"); the last occurrence wins, as in
-// the kernel. No isolcpus parameter gives an empty set.
+// the kernel. No isolcpus parameter gives an empty set. It walks the line
+// without splitting it, and refuses a list longer than any CPU list can be
+// before parsing it.
 func isolatedFromCmdline(cmdline string) (cpuset.CPUSet, error) {
 	var val string
 	found := false
-	for _, f := range strings.Fields(cmdline) {
+	for f := range strings.FieldsSeq(cmdline) {
 		if v, ok := strings.CutPrefix(f, "isolcpus="); ok {
 			val, found = v, true
 		}
@@ -22,14 +26,22 @@ func isolatedFromCmdline(cmdline string) (cpuset.CPUSet, error) {
 	if !found {
 		return cpuset.New(), nil
 	}
-	parts := strings.Split(val, ",")
-	i := 0
-	for i < len(parts) && isIsolcpusFlag(parts[i]) {
-		i++
+	list := val
+	for {
+		flag, rest, more := strings.Cut(list, ",")
+		if !isIsolcpusFlag(flag) {
+			break
+		}
+		if list = rest; !more {
+			list = ""
+		}
 	}
-	set, err := parseCPUList(strings.Join(parts[i:], ","))
+	if len(list) > cpulist.MaxLen {
+		return cpuset.New(), fmt.Errorf("isolcpus=%s: cpu list of %d bytes, longer than %d", truncate(val), len(list), cpulist.MaxLen)
+	}
+	set, err := parseCPUList(list)
 	if err != nil {
-		return cpuset.New(), fmt.Errorf("isolcpus=%s: %w", val, err)
+		return cpuset.New(), fmt.Errorf("isolcpus=%s: %w", truncate(val), err)
 	}
 	return set, nil
 }

@@ -165,6 +165,7 @@ func readCPUTopology(dir string, c *CPU) (bool, error) {
 		}
 		return false, fmt.Errorf("%w: %s: %w", ErrRead, dir, err)
 	}
+	c.hasTopology = true
 	for _, f := range []struct {
 		name string
 		dst  *int
@@ -193,7 +194,7 @@ func readCPUTopology(dir string, c *CPU) (bool, error) {
 		return true, err
 	}
 	if ok {
-		c.pkgCPUs = pkg.String()
+		c.pkgCPUs = pkg
 	}
 	return true, nil
 }

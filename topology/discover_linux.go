@@ -88,52 +88,111 @@ func DiscoverRoot(root string) (*Topology, []Warning, error) {
 }
 
 // assignCores gives every online CPU a machine-unique socket and core id,
-// dense and in order of each group's lowest CPU id.
+// dense and in order of each group's lowest CPU id, from the kernel's
+// sibling lists: the CPUs that a CPU's core_cpus_list (thread_siblings_list)
+// names share its core, and those its package_cpus_list (core_siblings_list)
+// names share its package. The lists are what the scheduler, lscpu and
+// sched_setaffinity users see; core_id and physical_package_id stay labels
+// (RawCoreID, RawPackageID), because they repeat per package, per node or
+// per cluster, and differ between the threads of an AMD compute unit or a
+// VMware guest's virtual core. Only a CPU without a list falls back to its
+// id, within its package (and die, cluster, book, drawer).
 //
-// A socket is (physical_package_id, core_siblings_list). A core is the
-// CPUs that list each other as thread siblings and share core_id within the
-// same socket, die, cluster, book and drawer: core_id alone repeats per
-// socket and, on multi-node AMD packages, per node; thread_siblings alone
-// pairs the two cores of an AMD Bulldozer compute unit (hwloc and cadvisor,
-// hence the kubelet, count those as two cores). Siblings is then rewritten
-// to the CPUs of the core.
+// Lists are united, not trusted one by one: a CPU that another names as a
+// sibling shares its core even if its own list omits it, so an
+// inconsistent tree can only make cores larger, never let the full-cores
+// policy split one. Offline CPUs and CPUs without a topology directory in
+// a list are ignored. A core never spans two packages: packages holding
+// threads of one core are united. Siblings is then rewritten to the CPUs
+// of the core.
 func assignCores(cpus []CPU) {
-	type socketKey struct {
-		pkg  int
-		cpus string
+	index := make(map[int]int, len(cpus)) // CPU id -> position, CPUs with topology only
+	for i, c := range cpus {
+		if c.Online && c.hasTopology {
+			index[c.ID] = i
+		}
 	}
-	type coreKey struct {
-		socket, die, cluster, book, drawer, core int
-		siblings                                 string
+	pkg, core := newUnionFind(len(cpus)), newUnionFind(len(cpus))
+	hasPkg, hasCore := make([]bool, len(cpus)), make([]bool, len(cpus))
+	unite := func(uf unionFind, i int, list cpuset.CPUSet) {
+		for _, id := range list.UnsortedList() {
+			if j, ok := index[id]; ok {
+				uf.union(i, j)
+			}
+		}
 	}
-	sockets := map[socketKey]int{}
-	cores := map[coreKey]int{}
+	byPkgID := map[int]int{}
+	for i, c := range cpus {
+		if _, ok := index[c.ID]; !ok {
+			continue
+		}
+		switch {
+		case !c.pkgCPUs.IsEmpty():
+			hasPkg[i] = true
+			unite(pkg, i, c.pkgCPUs)
+		case c.RawPackageID != Unknown:
+			hasPkg[i] = true
+			if j, ok := byPkgID[c.RawPackageID]; ok {
+				pkg.union(i, j)
+			} else {
+				byPkgID[c.RawPackageID] = i
+			}
+		}
+	}
+	type coreKey struct{ pkg, die, cluster, book, drawer, core int }
+	byCoreID := map[coreKey]int{}
+	for i, c := range cpus {
+		if _, ok := index[c.ID]; !ok {
+			continue
+		}
+		switch {
+		case !c.Siblings.IsEmpty():
+			hasCore[i] = true
+			unite(core, i, c.Siblings)
+		case c.RawCoreID != Unknown:
+			hasCore[i] = true
+			p := Unknown
+			if hasPkg[i] {
+				p = pkg.find(i)
+			}
+			k := coreKey{p, c.Die, c.cluster, c.book, c.drawer, c.RawCoreID}
+			if j, ok := byCoreID[k]; ok {
+				core.union(i, j)
+			} else {
+				byCoreID[k] = i
+			}
+		}
+	}
+	firstInCore := map[int]int{} // core root -> a member with a package
+	for i := range cpus {
+		if !hasCore[i] || !hasPkg[i] {
+			continue
+		}
+		if j, ok := firstInCore[core.find(i)]; ok {
+			pkg.union(i, j)
+		} else {
+			firstInCore[core.find(i)] = i
+		}
+	}
+	sockets, cores := map[int]int{}, map[int]int{}
 	members := map[int][]int{}
 	for i := range cpus {
 		c := &cpus[i]
-		if !c.Online {
-			continue
-		}
-		if c.RawPackageID != Unknown || c.pkgCPUs != "" {
-			k := socketKey{c.RawPackageID, c.pkgCPUs}
-			id, ok := sockets[k]
-			if !ok {
-				id = len(sockets)
-				sockets[k] = id
+		if hasPkg[i] {
+			r := pkg.find(i)
+			if _, ok := sockets[r]; !ok {
+				sockets[r] = len(sockets)
 			}
-			c.Socket = id
+			c.Socket = sockets[r]
 		}
-		if c.RawCoreID == Unknown && c.Siblings.IsEmpty() {
-			continue
+		if hasCore[i] {
+			r := core.find(i)
+			if _, ok := cores[r]; !ok {
+				cores[r] = len(cores)
+			}
+			c.Core = cores[r]
+			members[c.Core] = append(members[c.Core], c.ID)
 		}
-		k := coreKey{c.Socket, c.Die, c.cluster, c.book, c.drawer, c.RawCoreID, c.Siblings.String()}
-		id, ok := cores[k]
-		if !ok {
-			id = len(cores)
-			cores[k] = id
-		}
-		c.Core = id
-		members[id] = append(members[id], c.ID)
 	}
 	for i := range cpus {
 		if cpus[i].Core != Unknown {
@@ -142,4 +201,35 @@ func assignCores(cpus []CPU) {
 			cpus[i].Siblings = cpuset.New(cpus[i].ID)
 		}
 	}
+}
+
+// unionFind partitions positions 0..n-1 (path halving, union by index so
+// that the root of a group is its lowest position).
+type unionFind []int
+
+func newUnionFind(n int) unionFind {
+	uf := make(unionFind, n)
+	for i := range uf {
+		uf[i] = i
+	}
+	return uf
+}
+
+func (uf unionFind) find(i int) int {
+	for uf[i] != i {
+		uf[i] = uf[uf[i]]
+		i = uf[i]
+	}
+	return i
+}
+
+func (uf unionFind) union(i, j int) {
+	a, b := uf.find(i), uf.find(j)
+	if a == b {
+		return
+	}
+	if b < a {
+		a, b = b, a
+	}
+	uf[b] = a
 }

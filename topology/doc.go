@@ -13,12 +13,23 @@
 // irq_linux.go (/proc/interrupts, /proc/irq/N/{smp,effective}_affinity_list)
 // and blkmq_linux.go (/sys/block/*/mq/*/cpu_list). Each reader does one
 // bounded read and hands the text to a pure parseX function that is fuzzed.
+// The fuzz targets of the /proc/interrupts, distance, IRQ-name, isolcpus
+// and blk-mq cpu_list parsers also hold every parse to a CPU-time and heap
+// bound (10 ms and 1 MiB per 256 KiB of input; 2 MiB for /proc/interrupts,
+// whose result grows with it), as TestParserBounds does for crafted worst
+// cases.
 //
-// Sysfs core_id and physical_package_id repeat per socket or are -1 on some
-// architectures, so Core, Socket and L3 are machine-unique dense ids derived
-// from sibling lists (see assignCores); Unknown (-1) marks what the tree does
-// not say. Results are checked against hwloc's expected output for its
-// 40-odd captured machines and against cadvisor's view of two real nodes.
+// Cores and packages are the kernel's sibling lists (core_cpus_list or
+// thread_siblings_list, package_cpus_list or core_siblings_list), the
+// grouping the scheduler and lscpu use; sysfs core_id and
+// physical_package_id are kept only as labels, since they repeat per
+// socket, are -1 on some architectures, and differ between the threads of
+// an AMD compute unit or a VMware guest's virtual core (see assignCores).
+// Core, Socket and L3 are machine-unique dense ids; Unknown (-1) marks what
+// the tree does not say. Results are checked against hwloc's expected
+// output for its 40-odd captured machines (where hwloc splits a Bulldozer
+// compute unit into two cores, against its L2 caches instead), cadvisor's
+// view of two real nodes and lscpu's view of a VMware guest.
 //
 // # Allocation
 //

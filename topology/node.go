@@ -6,23 +6,26 @@ import (
 	"strings"
 )
 
+// maxNUMANodes is Linux's MAX_NUMNODES at its largest (NODES_SHIFT 10): a
+// distance row never has more entries.
+const maxNUMANodes = 1 << 10
+
 // parseDistances parses a node*/distance row: one distance per online node,
 // in node-id order, separated by spaces.
 func parseDistances(s string) ([]int, error) {
-	fields := strings.Fields(s)
-	if len(fields) == 0 {
-		return nil, fmt.Errorf("empty distance row")
-	}
-	if len(fields) > MaxCPUID {
-		return nil, fmt.Errorf("distance row of %d entries", len(fields))
-	}
-	out := make([]int, len(fields))
-	for i, f := range fields {
+	var out []int
+	for f := range strings.FieldsSeq(s) {
+		if len(out) == maxNUMANodes {
+			return nil, fmt.Errorf("distance row of more than %d entries", maxNUMANodes)
+		}
 		d, err := strconv.Atoi(f)
 		if err != nil || d < 0 {
-			return nil, fmt.Errorf("bad distance %q", f)
+			return nil, fmt.Errorf("bad distance %q", truncate(f))
 		}
-		out[i] = d
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty distance row")
 	}
 	return out, nil
 }

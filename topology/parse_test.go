@@ -236,6 +236,7 @@ func FuzzParseInterrupts(f *testing.F) {
 	f.Add([]byte("CPU0\n 1: 0 x y z\n"))
 	f.Add([]byte("CPU0 CPU1\n 0: 1\nERR: 0\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		checkBounds(t, "parseInterrupts", len(b), interruptsAllocFactor, func() { _, _ = parseInterrupts(b) })
 		lines, err := parseInterrupts(b)
 		if err != nil {
 			return
@@ -256,6 +257,7 @@ func FuzzParseBlockCPUList(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		checkBounds(t, "parseBlockCPUList", len(b), 1, func() { _, _ = parseBlockCPUList(b) })
 		if set, err := parseBlockCPUList(b); err == nil && set.Size() > MaxCPUID+1 {
 			t.Fatalf("%d CPUs", set.Size())
 		}
@@ -266,6 +268,6 @@ func FuzzIsolatedFromCmdline(f *testing.F) {
 	f.Add("isolcpus=managed_irq,0-4,11-79 nohz_full=0-4")
 	f.Add("isolcpus=")
 	f.Fuzz(func(t *testing.T, s string) {
-		_, _ = isolatedFromCmdline(s)
+		checkBounds(t, "isolatedFromCmdline", len(s), 1, func() { _, _ = isolatedFromCmdline(s) })
 	})
 }

@@ -28,14 +28,16 @@ type CPU struct {
 	Online   bool
 	Isolated bool // isolcpus or /sys/devices/system/cpu/isolated
 	// Core is a machine-unique physical core id (dense, in order of the
-	// lowest CPU id of each core); Unknown for offline CPUs.
+	// lowest CPU id of each core): the CPUs the kernel's core_cpus_list
+	// (thread_siblings_list) groups; Unknown for offline CPUs.
 	Core int
-	// RawCoreID is sysfs core_id, which repeats per socket (or per cluster).
+	// RawCoreID is sysfs core_id, a label only: it repeats per socket (or
+	// per cluster) and differs between the threads of an AMD compute unit.
 	RawCoreID int
-	// Socket is a machine-unique package id (dense): CPUs with the same
-	// physical_package_id and the same core_siblings (package CPU) list.
-	// POWER reports -1 for every package and ia64 repeats ids across
-	// packages, so the sibling list is what separates them.
+	// Socket is a machine-unique package id (dense): the CPUs the kernel's
+	// package_cpus_list (core_siblings_list) groups, else those with the
+	// same physical_package_id. POWER reports -1 for every package and ia64
+	// repeats ids across packages, so the list is what separates them.
 	Socket int
 	// RawPackageID is sysfs physical_package_id; Unknown when absent or -1.
 	RawPackageID int
@@ -47,8 +49,9 @@ type CPU struct {
 	Siblings cpuset.CPUSet // thread siblings, including the CPU itself
 
 	// Raw sysfs facts used to derive Core and Socket.
-	pkgCPUs               string // core_siblings_list, canonical form
+	pkgCPUs               cpuset.CPUSet // package_cpus_list (core_siblings_list)
 	cluster, book, drawer int
+	hasTopology           bool // cpuN/topology exists
 }
 
 // NUMANode is one NUMA node that has a sysfs directory.

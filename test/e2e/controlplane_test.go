@@ -15,9 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/cgpilot/cgpilot/test/harness"
 	"github.com/cgpilot/cgpilot/test/tier"
@@ -123,7 +121,9 @@ func TestControlPlaneNodeScopedInformerAndResize(t *testing.T) {
 	}
 
 	for _, n := range []string{node, "node-b"} {
-		createReadyNode(ctx, t, cs, n)
+		if _, err := cp.CreateFakeNode(ctx, harness.FakeNode{Name: n}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mine := []string{"a0", "a1", "a2"}
 	for _, name := range mine {
@@ -198,7 +198,9 @@ func TestControllersRunWorkloads(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	createReadyNode(ctx, t, cs, "sched-node")
+	if _, err := cp.CreateFakeNode(ctx, harness.FakeNode{Name: "sched-node"}); err != nil {
+		t.Fatal(err)
+	}
 
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "workloads"}}
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
@@ -262,31 +264,4 @@ func hasProjectedToken(p corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// createReadyNode registers a kubelet-less Node with capacity and a Ready
-// condition: the scheduler and the resize admission check allocatable.
-func createReadyNode(ctx context.Context, t *testing.T, cs kubernetes.Interface, name string) {
-	t.Helper()
-	if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create node %s: %v", name, err)
-	}
-	capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")}
-	// With the controllers running, the node lifecycle controller may update
-	// the new Node (taints) between our create and our status write.
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		n.Status = corev1.NodeStatus{
-			Capacity: capacity, Allocatable: capacity,
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Fake", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
-		}
-		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("node %s status: %v", name, err)
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -24,6 +25,7 @@ type hostSnapshot struct {
 	links    map[string]bool
 	sysctls  map[string]string
 	paths    map[string][]string // host path -> sorted entries (nil: absent)
+	addrs    map[string]bool     // "dev addr/prefix" of every IPv4 address
 }
 
 // leakPaths are the host paths a node writes outside its directory.
@@ -36,7 +38,17 @@ var leakSysctls = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/pa
 
 func takeSnapshot(t *testing.T) hostSnapshot {
 	t.Helper()
-	s := hostSnapshot{mounts: map[string]bool{}, links: map[string]bool{}, sysctls: map[string]string{}, paths: map[string][]string{}}
+	s := hostSnapshot{mounts: map[string]bool{}, links: map[string]bool{}, sysctls: map[string]string{}, paths: map[string][]string{}, addrs: map[string]bool{}}
+	out, err := exec.Command("ip", "-o", "-4", "addr", "show").Output()
+	if err != nil {
+		t.Fatalf("ip addr show: %v", err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		// 1: lo    inet 127.0.0.1/8 scope host lo ...
+		if f := strings.Fields(l); len(f) >= 4 && f[2] == "inet" {
+			s.addrs[f[1]+" "+f[3]] = true
+		}
+	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
@@ -169,6 +181,11 @@ func assertNoLeaks(t *testing.T, before hostSnapshot, bed bedRecord) {
 	for l := range after.links {
 		if !before.links[l] && strings.HasPrefix(l, "veth") {
 			t.Errorf("leak: network link %s", l)
+		}
+	}
+	for a := range after.addrs {
+		if !before.addrs[a] {
+			t.Errorf("leak: address %s", a)
 		}
 	}
 	for k, v := range before.sysctls {

@@ -87,7 +87,8 @@ func TestNodePodResizeAndCleanTeardown(t *testing.T) {
 	}
 
 	// The kubelet writes container logs under the node's podLogsDir (not
-	// /var/log/pods); the apiserver cannot proxy to a 127.0.0.1-only kubelet.
+	// /var/log/pods); TestNodeLogsExecAndClusterDNS reads them through the
+	// API server.
 	logs, _ := filepath.Glob(filepath.Join(n.State.Dir, "pod-logs", "default_bb_*", "c", "0.log"))
 	if len(logs) != 1 || !strings.Contains(readTrim(t, logs[0]), "hello-from-cgpilot-e2e") {
 		t.Errorf("container log in the node's pod-logs dir: files %v, content %q", logs, readTrim(t, firstOr(logs)))
@@ -126,6 +127,11 @@ func TestNodePodResizeAndCleanTeardown(t *testing.T) {
 	for k, v := range during.sysctls {
 		if before.sysctls[k] != v {
 			touched = append(touched, k+"="+v)
+		}
+	}
+	for a := range during.addrs {
+		if !before.addrs[a] {
+			touched = append(touched, "address "+a)
 		}
 	}
 	t.Logf("host state the node changed (must be undone): %d kubepods cgroups, %v", len(during.kubepods), touched)

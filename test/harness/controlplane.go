@@ -14,8 +14,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -26,7 +28,8 @@ import (
 
 const (
 	serviceCIDR = "10.0.0.0/24"
-	serviceIP   = "10.0.0.1" // first address of serviceCIDR: the kubernetes Service
+	serviceIP   = "10.0.0.1"  // first address of serviceCIDR: the kubernetes Service
+	clusterDNS  = "10.0.0.10" // kubeadm's kube-dns address; nothing serves it
 )
 
 // Options configure a control plane.
@@ -46,6 +49,21 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Detach lets the processes outlive this one (the testbed command).
 	Detach bool
+	// ExtraFlags are appended to a component's command line, keyed by its
+	// name ("etcd", "kube-apiserver", "kube-controller-manager",
+	// "kube-scheduler"); for a flag the harness sets too, the later one,
+	// hence this one, wins.
+	ExtraFlags map[string][]string
+	// FeatureGates are given to kube-apiserver, kube-controller-manager and
+	// kube-scheduler as --feature-gates (a kubelet takes its own in
+	// NodeOptions).
+	FeatureGates map[string]bool
+	// DisableWatchCache starts kube-apiserver with --watch-cache=false, so
+	// every watch is served by etcd: after CompactEtcd, a watch resuming
+	// from before the compaction gets 410 Gone and its informer relists.
+	// (With the cache, the API server keeps a window of events of its own
+	// and a compaction changes nothing its watchers see.)
+	DisableWatchCache bool
 	// Logf receives progress lines (t.Logf); nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -60,6 +78,9 @@ type ControlPlane struct {
 	Started time.Duration
 	opts    Options
 	pki     *pki
+	// stopped is closed by Stop: fake-node heartbeats end with it.
+	stopped  chan struct{}
+	stopOnce sync.Once
 }
 
 // StartControlPlane starts etcd and kube-apiserver (and the controllers
@@ -133,7 +154,7 @@ func StartControlPlane(ctx context.Context, o Options) (cp *ControlPlane, err er
 		return nil, err
 	}
 
-	cp = &ControlPlane{State: st, opts: o, pki: p}
+	cp = &ControlPlane{State: st, opts: o, pki: p, stopped: make(chan struct{})}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(st.Ports["etcd-client"])
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(st.Ports["etcd-peer"])
 	if err := cp.start("etcd",
@@ -158,10 +179,20 @@ func StartControlPlane(ctx context.Context, o Options) (cp *ControlPlane, err er
 		"--service-account-key-file=" + p.SAPubFile, "--service-account-signing-key-file=" + p.SAKeyFile,
 		"--service-cluster-ip-range=" + serviceCIDR,
 		"--allow-privileged=true",
-		// The apiserver authenticates to a harness kubelet with the admin
-		// certificate. (It cannot reach it for logs/exec: the kubelet
-		// listens on 127.0.0.1 only, and refuses a loopback node IP.)
-		"--kubelet-client-certificate=" + p.AdminCertFile, "--kubelet-client-key=" + p.AdminKeyFile,
+		// Logs, exec and port-forward: the apiserver dials a kubelet at its
+		// InternalIP (a harness node's NodeIP; a harness node name does not
+		// resolve), checks its serving certificate against the test bed's
+		// CA and authenticates with a client certificate of its own.
+		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
+		"--kubelet-certificate-authority=" + p.CACertFile,
+		"--kubelet-client-certificate=" + p.KubeletClientCertFile, "--kubelet-client-key=" + p.KubeletClientKeyFile,
+		// On SIGTERM, end open watches within 2 s (their clients re-watch
+		// elsewhere, or from the same resourceVersion once it is back):
+		// without it the HTTP server waits up to 60 s for every watch.
+		"--shutdown-watch-termination-grace-period=2s",
+	}
+	if o.DisableWatchCache {
+		apiArgs = append(apiArgs, "--watch-cache=false")
 	}
 	if !o.Controllers {
 		// No token controller, so no default ServiceAccount: pods would be
@@ -229,6 +260,7 @@ func (cp *ControlPlane) BinDir() string { return cp.opts.BinDir }
 // Stop tears the test bed down (a node first, if one runs) and removes its
 // directory. It is safe to call more than once.
 func (cp *ControlPlane) Stop() error {
+	cp.stopOnce.Do(func() { close(cp.stopped) })
 	err := teardown(cp.State)
 	unregister(cp.State)
 	return err
@@ -238,7 +270,13 @@ func (cp *ControlPlane) Stop() error {
 // a signal (the testbed command's `up` leaves it running).
 func (cp *ControlPlane) Detach() { unregister(cp.State) }
 
+// start starts a component with args, then the feature gates (not for
+// etcd) and the component's ExtraFlags.
 func (cp *ControlPlane) start(name string, args ...string) error {
+	if gates := featureGatesFlag(cp.opts.FeatureGates); gates != "" && name != "etcd" {
+		args = append(args, "--feature-gates="+gates)
+	}
+	args = append(args, cp.opts.ExtraFlags[name]...)
 	log := filepath.Join(cp.State.Dir, "logs", name+".log")
 	rec, err := startProc(name, log, cp.opts.Detach, nil, filepath.Join(cp.opts.BinDir, name), args...)
 	if err != nil {
@@ -246,6 +284,76 @@ func (cp *ControlPlane) start(name string, args ...string) error {
 	}
 	cp.State.Procs = append(cp.State.Procs, rec)
 	return cp.State.save()
+}
+
+// featureGatesFlag renders gates as Kubernetes' --feature-gates value,
+// sorted ("A=true,B=false"); "" for none.
+func featureGatesFlag(gates map[string]bool) string {
+	out := make([]string, 0, len(gates))
+	for k, v := range gates {
+		out = append(out, k+"="+strconv.FormatBool(v))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+// StopAPIServer stops kube-apiserver (SIGTERM; SIGKILL after 20 s) and
+// leaves etcd, the controllers and a node running, as when the API server
+// is away for an upgrade or a crash: clients get connection refused until
+// StartAPIServer. Stopping a stopped API server does nothing.
+func (cp *ControlPlane) StopAPIServer() error {
+	cp.State.mu.Lock()
+	rec := cp.proc("kube-apiserver")
+	cp.State.mu.Unlock()
+	if rec == nil {
+		return fmt.Errorf("%w: no kube-apiserver recorded in %s", ErrStart, cp.State.Dir)
+	}
+	if err := rec.Stop(20 * time.Second); err != nil {
+		return fmt.Errorf("harness: stop kube-apiserver: %w", err)
+	}
+	return nil
+}
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer, with the
+// same command line (so the same port, certificates, flags and etcd data),
+// records its new PID in state.json and waits for /readyz. Its log goes on
+// in the same file.
+func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
+	st := cp.State
+	st.mu.Lock()
+	rec := cp.proc("kube-apiserver")
+	switch {
+	case st.tornDown:
+		st.mu.Unlock()
+		return fmt.Errorf("%w: test bed %s is torn down", ErrStart, st.Dir)
+	case rec == nil:
+		st.mu.Unlock()
+		return fmt.Errorf("%w: no kube-apiserver recorded in %s", ErrStart, st.Dir)
+	case rec.Alive():
+		st.mu.Unlock()
+		return fmt.Errorf("%w: kube-apiserver still runs (pid %d): StopAPIServer first", ErrStart, rec.PID)
+	}
+	appendLine(rec.Log, "--- harness: restarting kube-apiserver at "+time.Now().Format(time.RFC3339Nano))
+	started, err := startProc(rec.Name, rec.Log, cp.opts.Detach, nil, rec.Args[0], rec.Args[1:]...)
+	if err == nil {
+		*rec = started
+		err = st.save()
+	}
+	st.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return cp.waitHTTP(ctx, "kube-apiserver", st.Server+"/readyz", cp.Config)
+}
+
+// appendLine adds a marker line to a log; failing to is not an error.
+func appendLine(path, line string) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = f.WriteString(line + "\n")
 }
 
 func (cp *ControlPlane) proc(name string) *ProcRecord {

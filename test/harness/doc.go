@@ -12,9 +12,19 @@
 // A node changes host state a kubelet always changes: kubepods cgroups in
 // every hierarchy, /var/lib/kubelet/device-plugins, /run/containerd/s,
 // /run/netns, /var/lib/cni, /var/log/containers and six kernel sysctls
-// (plus ip_forward from the ptp plugin). StartNode records what existed
-// before, refuses to start when kubepods exists, and holds NodeLockFile;
-// teardown removes only what is new and puts the sysctls back. It drains
+// (plus ip_forward from the ptp plugin); and it puts its node IP
+// (DefaultNodeIP, a TEST-NET-2 address) on the loopback device, because the
+// kubelet refuses a 127/8 node IP and the API server must reach the kubelet
+// for logs and exec. StartNode records what existed before, refuses to
+// start when kubepods exists, and holds NodeLockFile; teardown removes only
+// what is new and puts the sysctls back.
+//
+// Beyond a plain cluster, a test can stop and restart the API server
+// (StopAPIServer, StartAPIServer), force 410 Gone on watches
+// (Options.DisableWatchCache with CompactEtcd), add kubelet-less Nodes
+// (CreateFakeNode), pass extra flags and feature gates (Options.ExtraFlags,
+// Options.FeatureGates, NodeOptions.FeatureGates), and run the kubelet's
+// static CPU manager (NodeOptions.StaticCPUManager, RestartKubelet). It drains
 // the node through the API first, deleting the controllers that own its
 // pods (a DaemonSet would re-create them) and then the pods. If a test
 // process dies without teardown (a go test -timeout panic, SIGKILL), its

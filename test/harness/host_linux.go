@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -352,4 +353,37 @@ func deleteNewVeths(before []string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hostHasIP reports whether an interface of this host holds ip.
+func hostHasIP(ip string) bool {
+	want := net.ParseIP(ip)
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(want) {
+			return true
+		}
+	}
+	return false
+}
+
+// ipAddr runs `ip addr VERB ADDR dev DEV` for addr = "ADDR dev DEV".
+func ipAddr(verb, addr string) error {
+	args := append([]string{"addr", verb}, strings.Fields(addr)...)
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// removeAddr deletes an address StartNode added; one already gone is fine.
+func removeAddr(addr string) error {
+	ip, _, _ := strings.Cut(addr, "/")
+	if !hostHasIP(ip) {
+		return nil
+	}
+	if err := ipAddr("del", addr); err != nil {
+		return fmt.Errorf("%w: %v", ErrTeardown, err)
+	}
+	return nil
 }

@@ -4,8 +4,12 @@ package harness
 
 import (
 	"context"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,7 +38,29 @@ type NodeOptions struct {
 	// Busybox is the static busybox binary for the busybox image
 	// (default /bin/busybox from busybox-static).
 	Busybox string
+	// NodeIP is the node's InternalIP, where its kubelet serves and the
+	// API server dials it for logs, exec and port-forward (default
+	// DefaultNodeIP). When no interface holds it, StartNode adds it to the
+	// loopback device as a /32 (so nothing outside this host routes to
+	// it) and teardown removes it. The kubelet refuses a 127/8 node IP.
+	NodeIP string
+	// StaticCPUManager starts the kubelet with cpuManagerPolicy static:
+	// containers of Guaranteed pods with integer CPU requests get
+	// exclusive CPUs, recorded in CPUManagerStateFile and written to their
+	// cpusets; every other container gets the shared pool.
+	StaticCPUManager bool
+	// ReservedCPUs is the kubelet's reservedSystemCPUs with
+	// StaticCPUManager (default "0"): never exclusive, and taken out of the
+	// node's allocatable CPU (on a 2-CPU host, 1 CPU is left to pods).
+	ReservedCPUs string
+	// FeatureGates are the kubelet's featureGates.
+	FeatureGates map[string]bool
 }
+
+// DefaultNodeIP is a harness node's InternalIP: an address of TEST-NET-2
+// (RFC 5737), which no network routes, so that adding it to the loopback
+// device exposes nothing.
+const DefaultNodeIP = "198.51.100.2"
 
 // NodeState is the record of a node: what it started and what the host
 // looked like before, for teardown.
@@ -50,6 +76,10 @@ type NodeState struct {
 	Sysctls     map[string]string `json:"sysctls"`
 	CgroupRoots []string          `json:"cgroupRoots"` // hierarchy mount points
 	Lock        string            `json:"lock"`
+	NodeIP      string            `json:"nodeIP"`
+	// AddedAddrs are addresses StartNode added ("IP/32 dev lo"), recorded
+	// before it added them; teardown deletes them.
+	AddedAddrs []string `json:"addedAddrs,omitempty"`
 }
 
 // Node is a running containerd + kubelet registered with a ControlPlane.
@@ -57,6 +87,7 @@ type Node struct {
 	cp      *ControlPlane
 	State   *NodeState
 	Started time.Duration // until Node Ready
+	opts    NodeOptions
 }
 
 // NodeLockFile exists while a harness node runs on this host; it holds the
@@ -79,6 +110,21 @@ func (n *Node) KubepodsRoots() []string {
 
 // Name is the Node object's name.
 func (n *Node) Name() string { return n.State.Name }
+
+// NodeIP is the node's InternalIP, where its kubelet serves.
+func (n *Node) NodeIP() string { return n.State.NodeIP }
+
+// KubeletRootDir is the kubelet's --root-dir (its /var/lib/kubelet).
+func (n *Node) KubeletRootDir() string { return filepath.Join(n.State.Dir, "kubelet") }
+
+// CPUManagerStateFile is the kubelet's CPU manager checkpoint
+// (cpu_manager_state in its root directory).
+func (n *Node) CPUManagerStateFile() string {
+	return filepath.Join(n.KubeletRootDir(), "cpu_manager_state")
+}
+
+// Options are the options the node's kubelet runs with now.
+func (n *Node) Options() NodeOptions { return n.opts }
 
 // ImportImage imports a docker-archive into the node's containerd (k8s.io
 // namespace), for images beyond pause and busybox (the agent image).
@@ -199,6 +245,15 @@ func StartNode(ctx context.Context, cp *ControlPlane, o NodeOptions) (n *Node, e
 	if o.Busybox == "" {
 		o.Busybox = "/bin/busybox"
 	}
+	if o.NodeIP == "" {
+		o.NodeIP = DefaultNodeIP
+	}
+	if ip := net.ParseIP(o.NodeIP); ip == nil || ip.To4() == nil || ip.IsLoopback() || ip.IsUnspecified() {
+		return nil, fmt.Errorf("%w: node IP %q: want an IPv4 address the kubelet accepts (not loopback or unspecified)", ErrStart, o.NodeIP)
+	}
+	if o.StaticCPUManager && o.ReservedCPUs == "" {
+		o.ReservedCPUs = "0"
+	}
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w: a node needs root", ErrStart)
 	}
@@ -235,6 +290,10 @@ func StartNode(ctx context.Context, cp *ControlPlane, o NodeOptions) (n *Node, e
 	ns := &NodeState{
 		Name: o.Name, Dir: dir, Socket: filepath.Join(dir, "containerd", "containerd.sock"),
 		Ports: map[string]int{}, LinksPrior: netLinks(), Sysctls: readSysctls(), CgroupRoots: roots, Lock: NodeLockFile,
+		NodeIP: o.NodeIP,
+	}
+	if !hostHasIP(o.NodeIP) {
+		ns.AddedAddrs = []string{o.NodeIP + "/32 dev lo"}
 	}
 	for _, m := range ms {
 		ns.MountsPrior = append(ns.MountsPrior, m.Point)
@@ -259,11 +318,25 @@ func StartNode(ctx context.Context, cp *ControlPlane, o NodeOptions) (n *Node, e
 			}
 		}
 	}()
-	n = &Node{cp: cp, State: ns}
-	for _, d := range []string{"containerd", "cni/net.d", "cni/ipam", "kubelet", "pod-logs", "volume-plugins", "images", "runc", "opt", "logs"} {
+	n = &Node{cp: cp, State: ns, opts: o}
+	for _, d := range []string{"containerd", "cni/net.d", "cni/ipam", "kubelet", "pod-logs", "volume-plugins", "images", "runc", "opt", "logs", "pki"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrStart, err)
 		}
+	}
+	for _, a := range ns.AddedAddrs {
+		if err := ipAddr("add", a); err != nil {
+			return nil, fmt.Errorf("%w: node IP: %v", ErrStart, err)
+		}
+	}
+	// The kubelet's serving certificate, for the API server's TLS check.
+	if _, _, err := cp.pki.issue(n.kubeletCertFile(), n.kubeletKeyFile(), &x509.Certificate{
+		Subject:     pkix.Name{CommonName: o.Name},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    []string{o.Name},
+		IPAddresses: []net.IP{net.ParseIP(o.NodeIP)},
+	}); err != nil {
+		return nil, err
 	}
 	pauseTar, busyboxTar := filepath.Join(dir, "images", "pause.tar"), filepath.Join(dir, "images", "busybox.tar")
 	if err := images.Pause(ctx, pauseTar); err != nil {
@@ -286,16 +359,10 @@ func StartNode(ctx context.Context, cp *ControlPlane, o NodeOptions) (n *Node, e
 			return nil, fmt.Errorf("%w: %v", ErrStart, err)
 		}
 	}
-	if err := n.start("kubelet", filepath.Join(cp.BinDir(), "kubelet"),
-		"--config="+filepath.Join(dir, "kubelet-config.yaml"),
-		"--kubeconfig="+st.Kubeconfig,
-		"--root-dir="+filepath.Join(dir, "kubelet"),
-		"--cert-dir="+filepath.Join(dir, "kubelet", "pki"),
-		"--hostname-override="+o.Name,
-	); err != nil {
+	if err := n.startKubelet(); err != nil {
 		return nil, err
 	}
-	if err := n.waitReady(ctx, o.ReadyTimeout); err != nil {
+	if err := n.waitReady(ctx, o.ReadyTimeout, time.Time{}); err != nil {
 		return nil, err
 	}
 	n.Started = time.Since(t0)
@@ -311,8 +378,74 @@ func (n *Node) start(name, bin string, args ...string) error {
 	st := n.cp.State
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	n.State.Procs = append(n.State.Procs, rec)
+	if old := findProc(n.State.Procs, name); old != nil {
+		*old = rec // a restart: the old one is stopped
+	} else {
+		n.State.Procs = append(n.State.Procs, rec)
+	}
 	return st.save()
+}
+
+// startKubelet writes the kubelet's configuration from n.opts, clears a CPU
+// manager checkpoint of another policy and starts the kubelet.
+func (n *Node) startKubelet() error {
+	if err := n.writeKubeletConfig(); err != nil {
+		return err
+	}
+	policy := "none"
+	if n.opts.StaticCPUManager {
+		policy = "static"
+	}
+	if removed, err := clearStaleCPUManagerState(n.CPUManagerStateFile(), policy); err != nil {
+		return err
+	} else if removed != "" {
+		n.cp.opts.Logf("harness: removed %s of policy %q: the kubelet refuses to start on a checkpoint of another policy than %q", n.CPUManagerStateFile(), removed, policy)
+	}
+	dir := n.State.Dir
+	return n.start("kubelet", filepath.Join(n.cp.BinDir(), "kubelet"),
+		"--config="+filepath.Join(dir, "kubelet-config.yaml"),
+		"--kubeconfig="+n.cp.State.Kubeconfig,
+		"--root-dir="+n.KubeletRootDir(),
+		"--cert-dir="+filepath.Join(dir, "kubelet", "pki"),
+		"--hostname-override="+n.opts.Name,
+		"--node-ip="+n.State.NodeIP,
+	)
+}
+
+// RestartKubelet stops the kubelet, lets change edit the node's options
+// (StaticCPUManager, ReservedCPUs, FeatureGates; Name, NodeIP and the
+// start-up options cannot change), starts it again and waits until it has
+// reported the Node Ready. Pods keep running meanwhile, as with a kubelet
+// upgrade. Switching the CPU manager policy removes the old policy's
+// checkpoint, which the kubelet would otherwise refuse.
+func (n *Node) RestartKubelet(ctx context.Context, change func(*NodeOptions)) error {
+	o := n.opts
+	if change != nil {
+		change(&o)
+	}
+	if o.Name != n.opts.Name || o.NodeIP != n.opts.NodeIP || o.Busybox != n.opts.Busybox {
+		return fmt.Errorf("%w: a kubelet restart cannot change the node's name, IP or images", ErrStart)
+	}
+	if o.StaticCPUManager && o.ReservedCPUs == "" {
+		o.ReservedCPUs = "0"
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = 3 * time.Minute
+	}
+	rec := n.proc("kubelet")
+	if rec == nil {
+		return fmt.Errorf("%w: no kubelet recorded for node %s", ErrStart, n.Name())
+	}
+	if err := rec.Stop(15 * time.Second); err != nil {
+		return fmt.Errorf("harness: stop kubelet: %w", err)
+	}
+	since := time.Now()
+	n.opts = o
+	appendLine(rec.Log, "--- harness: restarting the kubelet at "+since.Format(time.RFC3339Nano))
+	if err := n.startKubelet(); err != nil {
+		return err
+	}
+	return n.waitReady(ctx, o.ReadyTimeout, since)
 }
 
 func (n *Node) proc(name string) *ProcRecord {
@@ -330,6 +463,7 @@ func (n *Node) writeConfigs(cp *ControlPlane) error {
 	if err != nil {
 		return err
 	}
+	// The kubelet's configuration is written by startKubelet.
 	n.State.Ports["kubelet"], n.State.Ports["kubelet-healthz"] = ports[0], ports[1]
 	files := map[string]string{
 		filepath.Join(dir, "containerd", "config.toml"): fmt.Sprintf(containerdConfig,
@@ -337,9 +471,6 @@ func (n *Node) writeConfigs(cp *ControlPlane) error {
 			n.State.Socket, n.State.Socket+".ttrpc", filepath.Join(dir, "opt"),
 			images.PauseRef, filepath.Join(dir, "runc"), cniBinDir(), filepath.Join(dir, "cni", "net.d")),
 		filepath.Join(dir, "cni", "net.d", "10-ptp.conflist"): fmt.Sprintf(ptpConflist, podSubnet, filepath.Join(dir, "cni", "ipam")),
-		filepath.Join(dir, "kubelet-config.yaml"): fmt.Sprintf(kubeletConfig,
-			n.State.Socket, ports[0], ports[1], cp.pki.CACertFile,
-			filepath.Join(dir, "pod-logs"), filepath.Join(dir, "volume-plugins")),
 	}
 	for p, c := range files {
 		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
@@ -347,6 +478,61 @@ func (n *Node) writeConfigs(cp *ControlPlane) error {
 		}
 	}
 	return nil
+}
+
+func (n *Node) kubeletCertFile() string { return filepath.Join(n.State.Dir, "pki", "kubelet.crt") }
+func (n *Node) kubeletKeyFile() string  { return filepath.Join(n.State.Dir, "pki", "kubelet.key") }
+
+// writeKubeletConfig writes kubelet-config.yaml from n.opts.
+func (n *Node) writeKubeletConfig() error {
+	dir := n.State.Dir
+	c := fmt.Sprintf(kubeletConfig,
+		n.State.Socket, n.State.NodeIP, n.State.Ports["kubelet"], n.State.Ports["kubelet-healthz"],
+		n.kubeletCertFile(), n.kubeletKeyFile(), n.cp.pki.CACertFile, clusterDNS,
+		filepath.Join(dir, "pod-logs"), filepath.Join(dir, "volume-plugins"))
+	if n.opts.StaticCPUManager {
+		c += fmt.Sprintf("cpuManagerPolicy: static\nreservedSystemCPUs: %q\n", n.opts.ReservedCPUs)
+	}
+	if len(n.opts.FeatureGates) > 0 {
+		c += "featureGates:\n"
+		for _, kv := range strings.Split(featureGatesFlag(n.opts.FeatureGates), ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			c += fmt.Sprintf("  %s: %s\n", k, v)
+		}
+	}
+	p := filepath.Join(dir, "kubelet-config.yaml")
+	if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+		return fmt.Errorf("%w: write %s: %v", ErrStart, p, err)
+	}
+	return nil
+}
+
+// clearStaleCPUManagerState removes the kubelet's CPU manager checkpoint
+// when it was written for another policy than policy (or cannot be read):
+// the kubelet exits on it ("configured policy differs from state
+// checkpoint policy"), where a real node would be drained and the file
+// deleted by hand. It returns the policy it removed, or "".
+func clearStaleCPUManagerState(file, policy string) (string, error) {
+	b, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrStart, err)
+	}
+	var st struct {
+		PolicyName string `json:"policyName"`
+	}
+	if json.Unmarshal(b, &st) == nil && st.PolicyName == policy {
+		return "", nil
+	}
+	if err := os.Remove(file); err != nil {
+		return "", fmt.Errorf("%w: remove stale %s: %v", ErrStart, file, err)
+	}
+	if st.PolicyName == "" {
+		st.PolicyName = "unreadable"
+	}
+	return st.PolicyName, nil
 }
 
 // containerdConfig is containerd 1.6's CRI setup with everything private
@@ -391,24 +577,34 @@ const ptpConflist = `{"cniVersion":"1.0.0","name":"cgpilot","plugins":[
 
 // kubeletConfig: cgroupfs on a cgroup v1 host (failCgroupV1: false), no
 // iptables chains, logs and plugins in the node's directory, and low
-// eviction thresholds so a full-ish disk does not evict test pods.
+// eviction thresholds so a full-ish disk does not evict test pods. It
+// serves on the node IP with a certificate of the test bed's CA, takes
+// client certificates of that CA and bearer tokens (webhook), and asks the
+// API server whether a caller may (webhook authorization), as kubeadm sets
+// it up. clusterDNS is the conventional kube-dns Service address with no
+// DNS server behind it: pods get a cluster resolv.conf, and no
+// MissingClusterDNS event, but names do not resolve in them.
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://%s
-address: 127.0.0.1
+address: %s
 port: %d
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: %d
+tlsCertFile: %q
+tlsPrivateKeyFile: %q
 authentication:
   anonymous: {enabled: false}
-  webhook: {enabled: false}
+  webhook: {enabled: true}
   x509: {clientCAFile: %q}
 authorization:
-  mode: AlwaysAllow
+  mode: Webhook
+clusterDNS: [%q]
+clusterDomain: cluster.local
 cgroupsPerQOS: true
 enforceNodeAllocatable: [pods]
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%", imagefs.inodesFree: "1%%"}
@@ -448,7 +644,9 @@ func (n *Node) waitContainerd(ctx context.Context, timeout time.Duration) error 
 	return fmt.Errorf("%w: containerd not answering on %s within %v (%s); last log lines:\n%s", ErrStart, n.State.Socket, timeout, last, tailFile(rec.Log, 30))
 }
 
-func (n *Node) waitReady(ctx context.Context, timeout time.Duration) error {
+// waitReady waits until the Node is Ready with a heartbeat after since (a
+// restarted kubelet's, not the one before it; zero: any).
+func (n *Node) waitReady(ctx context.Context, timeout time.Duration, since time.Time) error {
 	deadline := time.Now().Add(timeout)
 	rec := n.proc("kubelet")
 	var last string
@@ -461,10 +659,16 @@ func (n *Node) waitReady(ctx context.Context, timeout time.Duration) error {
 			last = "no Ready condition"
 			for _, c := range node.Status.Conditions {
 				if c.Type == corev1.NodeReady {
-					if c.Status == corev1.ConditionTrue {
+					// Heartbeat times have one-second resolution: one in
+					// the second of since may be the old kubelet's.
+					fresh := since.IsZero() || c.LastHeartbeatTime.Time.After(since.Truncate(time.Second))
+					if c.Status == corev1.ConditionTrue && fresh {
 						return nil
 					}
 					last = c.Reason + ": " + c.Message
+					if !fresh {
+						last = "no heartbeat since the kubelet started"
+					}
 				}
 			}
 		} else {
@@ -545,6 +749,9 @@ func teardownNode(st *State) error {
 		add(removeCgroupTree(filepath.Join(r, "kubepods"), 10*time.Second))
 	}
 	add(deleteNewVeths(ns.LinksPrior))
+	for _, a := range ns.AddedAddrs {
+		add(removeAddr(a))
+	}
 	add(restoreSysctls(ns.Sysctls))
 	mounted := mountedUnder()
 	for _, m := range ns.Marks {
