@@ -21,6 +21,11 @@ const MaxCPUID = cpulist.MaxID
 // an empty list.
 func parseCPUList(s string) (cpuset.CPUSet, error) {
 	s = strings.TrimSpace(s)
+	// blk-mq's ", " at most doubles a list; anything longer is refused
+	// before any copy is made.
+	if len(s) > 2*cpulist.MaxLen {
+		return cpuset.New(), fmt.Errorf("cpu list of %d bytes: %w", len(s), cpulist.ErrBounds)
+	}
 	if strings.ContainsAny(s, " \t\n") {
 		parts := strings.Split(s, ",")
 		for i := range parts {
@@ -30,9 +35,17 @@ func parseCPUList(s string) (cpuset.CPUSet, error) {
 	}
 	set, err := cpulist.Parse(s)
 	if err != nil {
-		return cpuset.New(), fmt.Errorf("cpu list %q: %w", s, err)
+		return cpuset.New(), fmt.Errorf("cpu list %q: %w", clip(s), err)
 	}
 	return set, nil
+}
+
+// clip shortens a value quoted in an error.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }
 
 // parseCPUMask parses the hexadecimal mask format of cpumap, *_siblings and
@@ -43,18 +56,18 @@ func parseCPUMask(s string) (cpuset.CPUSet, error) {
 	if s == "" {
 		return cpuset.New(), fmt.Errorf("empty cpu mask")
 	}
-	words := strings.Split(s, ",")
-	if len(words)*32 > MaxCPUID+1 {
-		return cpuset.New(), fmt.Errorf("cpu mask of %d words is longer than %d cpus", len(words), MaxCPUID+1)
+	if n := strings.Count(s, ",") + 1; n*32 > MaxCPUID+1 {
+		return cpuset.New(), fmt.Errorf("cpu mask of %d words is longer than %d cpus", n, MaxCPUID+1)
 	}
+	words := strings.Split(s, ",")
 	var ids []int
 	for i, w := range words {
 		if w == "" || len(w) > 8 {
-			return cpuset.New(), fmt.Errorf("cpu mask %q: bad word %q", s, w)
+			return cpuset.New(), fmt.Errorf("cpu mask %q: bad word %q", clip(s), clip(w))
 		}
 		v, err := strconv.ParseUint(w, 16, 32)
 		if err != nil {
-			return cpuset.New(), fmt.Errorf("cpu mask %q: bad word %q", s, w)
+			return cpuset.New(), fmt.Errorf("cpu mask %q: bad word %q", clip(s), clip(w))
 		}
 		base := (len(words) - 1 - i) * 32
 		for bit := 0; bit < 32; bit++ {

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -197,6 +198,7 @@ func FuzzParseCPUList(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		checkBounds(t, "parseCPUList", len(s), 1, func() { _, _ = parseCPUList(s) })
 		set, err := parseCPUList(s)
 		if err != nil {
 			return
@@ -219,6 +221,7 @@ func FuzzParseCPUMask(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		checkBounds(t, "parseCPUMask", len(s), 1, func() { _, _ = parseCPUMask(s) })
 		set, err := parseCPUMask(s)
 		if err != nil {
 			return
@@ -270,4 +273,25 @@ func FuzzIsolatedFromCmdline(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		checkBounds(t, "isolatedFromCmdline", len(s), 1, func() { _, _ = isolatedFromCmdline(s) })
 	})
+}
+
+// TestCPUListBounds: the worst 256 KiB inputs of the list and mask parsers
+// stay within the parser bounds (a blk-mq-style ", " list, a mask of many
+// words), and their errors do not quote the input whole.
+func TestCPUListBounds(t *testing.T) {
+	for _, tc := range []struct {
+		what  string
+		in    string
+		parse func(string) error
+	}{
+		{"parseCPUList of spaced ids", strings.Repeat("1, ", boundInput/3), func(s string) error { _, err := parseCPUList(s); return err }},
+		{"parseCPUList of full ranges", strings.Repeat("0-8191,", boundInput/7), func(s string) error { _, err := parseCPUList(s); return err }},
+		{"parseCPUMask of words", strings.Repeat("f,", boundInput/2), func(s string) error { _, err := parseCPUMask(s); return err }},
+	} {
+		var err error
+		checkBounds(t, tc.what, len(tc.in), 1, func() { err = tc.parse(tc.in) })
+		if err == nil || len(err.Error()) > 300 {
+			t.Errorf("%s: error %.80v (%d bytes)", tc.what, err, len(fmt.Sprint(err)))
+		}
+	}
 }
