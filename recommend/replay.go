@@ -15,11 +15,13 @@ type ReplayOptions struct {
 	// Policy is evaluated; Control (normally the "vpa" preset) is replayed on
 	// the same samples in the same run as the control group.
 	Policy, Control Policy
-	// Rows, if set, receives every recommendation row in (series, ts) order.
+	// Rows, if set, receives every recommendation row in (ts, series)
+	// order: boundary by boundary, series in trace order.
 	Rows func(RecRow) error
-	// Progress, if set, is called after each series with (done, total).
+	// Progress, if set, is called after each boundary with (done, total).
 	Progress func(done, total int)
-	// Workers replays series in parallel (default 1); the result is the same.
+	// Workers splits each boundary's series between goroutines (default
+	// 1); the result is the same.
 	Workers int
 	// ScorePeaks scores violations against the window peaks of a trace
 	// with cpu_cores_max/mem_bytes_max (where a row has them) instead of
@@ -78,6 +80,12 @@ type Summary struct {
 // recommendation at boundary T = anchor + k·Step uses only samples with
 // ts < T, and every sample with ts ≥ first boundary and ts ≥ first_ts +
 // Warmup is scored against the latest recommendation with T ≤ ts.
+//
+// The series advance together, boundary by boundary, as the containers of
+// one node do: the whole trace is one Recommender's fleet, so a policy with
+// a FleetObjective sees, at T, every series' samples before T and nothing
+// after. Workers split the series of each boundary; the result does not
+// depend on their number.
 func Replay(tr *Trace, opt ReplayOptions) (Summary, error) {
 	if opt.Step <= 0 {
 		opt.Step = time.Hour
@@ -96,54 +104,68 @@ func Replay(tr *Trace, opt ReplayOptions) (Summary, error) {
 		return Summary{}, fmt.Errorf("%w: step %v must be a whole number of seconds", ErrInvalidPolicy, opt.Step)
 	}
 	anchor := floorDiv(tr.MinTS, step) * step
+	rs := make([]*seriesReplay, 0, len(tr.Series))
+	firstT, lastT := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, s := range tr.Series {
+		sr := newSeriesReplay(s, anchor, step, int64(opt.Warmup/time.Second), &opt)
+		rs = append(rs, sr)
+		if len(s.TS) > 0 {
+			firstT, lastT = min(firstT, sr.firstT), max(lastT, s.TS[len(s.TS)-1])
+		}
+	}
+	fleets := newReplayFleet(&opt.Policy)
 	workers := max(opt.Workers, 1)
-	n := len(tr.Series)
-	results := make([]*seriesResult, n)
-	done := make([]chan struct{}, n)
-	for i := range done {
-		done[i] = make(chan struct{})
-	}
-	var next int
-	var mu sync.Mutex
-	for range workers {
-		go func() {
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= n {
-					return
-				}
-				results[i] = replaySeries(tr.Series[i], anchor, step, int64(opt.Warmup/time.Second), &opt)
-				close(done[i])
+	par := func(f func(sr *seriesReplay)) {
+		if workers == 1 {
+			for _, sr := range rs {
+				f(sr)
 			}
-		}()
-	}
-	var pol, ctl scoreAcc
-	var sinkErr error
-	for i := range n {
-		<-done[i]
-		res := results[i]
-		results[i] = nil
-		if opt.Rows != nil && sinkErr == nil {
-			for _, row := range res.rows {
-				if sinkErr = opt.Rows(row); sinkErr != nil {
-					break
+			return
+		}
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < len(rs); i += workers {
+					f(rs[i])
 				}
+			}()
+		}
+		wg.Wait()
+	}
+	var sinkErr error
+	steps := 0
+	if firstT <= lastT {
+		steps = int((lastT-firstT)/step) + 1
+		par(func(sr *seriesReplay) { sr.feed(firstT) })
+	}
+	for k := range steps {
+		T := firstT + int64(k)*step
+		fv := fleets.tick(time.Unix(T, 0), rs)
+		par(func(sr *seriesReplay) { sr.step(T, fv) })
+		for _, sr := range rs {
+			if sr.hasRow {
+				if opt.Rows != nil && sinkErr == nil {
+					sinkErr = opt.Rows(sr.row)
+				}
+				sr.hasRow = false
 			}
 		}
-		pol.merge(&res.policy)
-		ctl.merge(&res.control)
 		if opt.Progress != nil {
-			opt.Progress(i+1, n)
+			opt.Progress(k+1, steps)
 		}
 	}
 	if sinkErr != nil {
 		return Summary{}, sinkErr
 	}
+	var pol, ctl scoreAcc
+	for _, sr := range rs {
+		pol.merge(&sr.policy)
+		ctl.merge(&sr.control)
+	}
 	return Summary{
-		Series: n, Rows: tr.Rows, Step: opt.Step.String(), Warmup: opt.Warmup.String(), Anchor: anchor,
+		Series: len(tr.Series), Rows: tr.Rows, Step: opt.Step.String(), Warmup: opt.Warmup.String(), Anchor: anchor,
 		Policy: pol.score(opt.Policy.Name), Control: ctl.score(opt.Control.Name),
 		PolicyJSON: opt.Policy, ControlName: opt.Control.Name,
 		MemoryScored: tr.HasMemory, ScorePeaks: opt.ScorePeaks,
@@ -158,53 +180,128 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-type seriesResult struct {
-	rows            []RecRow
+// seriesReplay is one series' state in a replay: its policy and control
+// containers, how far it has been fed and scored, and its scores.
+type seriesReplay struct {
+	s               *Series
+	opt             *ReplayOptions
+	pc, cc          *container
+	firstT, last    int64 // first boundary after the first sample; last sample
+	stepSec         int64
+	scoreFrom       int64
+	fed, scored     int
 	policy, control seriesScore
+	row             RecRow // this boundary's row, when hasRow
+	hasRow          bool
 }
 
-func replaySeries(s *Series, anchor, step, warmup int64, opt *ReplayOptions) *seriesResult {
-	res := &seriesResult{}
+func newSeriesReplay(s *Series, anchor, step, warmup int64, opt *ReplayOptions) *seriesReplay {
+	sr := &seriesReplay{s: s, opt: opt, stepSec: step}
 	if len(s.TS) == 0 {
-		return res
+		return sr
 	}
 	memo := new(decayMemo) // this series' containers only
-	pc, cc := newContainer(&opt.Policy, memo), newContainer(&opt.Control, memo)
-	first, last := s.TS[0], s.TS[len(s.TS)-1]
-	scoreFrom := first + warmup
-	fed, scored := 0, 0
-	for T := anchor + (floorDiv(first-anchor, step)+1)*step; T <= last; T += step {
-		for ; fed < len(s.TS) && s.TS[fed] < T; fed++ {
-			smp := Sample{Time: time.Unix(s.TS[fed], 0), CPUCores: s.CPU[fed], MemoryBytes: at(s.Mem, fed)}
-			pc.add(&opt.Policy, smp)
-			cc.add(&opt.Control, smp)
+	sr.pc, sr.cc = newContainer(&opt.Policy, memo), newContainer(&opt.Control, memo)
+	first := s.TS[0]
+	sr.last = s.TS[len(s.TS)-1]
+	sr.scoreFrom = first + warmup
+	sr.firstT = anchor + (floorDiv(first-anchor, step)+1)*step
+	return sr
+}
+
+// feed adds the samples before T to both containers.
+func (sr *seriesReplay) feed(T int64) {
+	s := sr.s
+	for ; sr.fed < len(s.TS) && s.TS[sr.fed] < T; sr.fed++ {
+		smp := Sample{Time: time.Unix(s.TS[sr.fed], 0), CPUCores: s.CPU[sr.fed], MemoryBytes: at(s.Mem, sr.fed)}
+		sr.pc.add(&sr.opt.Policy, smp)
+		sr.cc.add(&sr.opt.Control, smp)
+	}
+}
+
+// active reports whether the series has a recommendation at boundary T.
+func (sr *seriesReplay) active(T int64) bool {
+	return len(sr.s.TS) > 0 && T >= sr.firstT && T <= sr.last
+}
+
+// step recommends at boundary T, scores the samples in [T, T+step) and
+// feeds them.
+func (sr *seriesReplay) step(T int64, fv fleetViews) {
+	if !sr.active(T) {
+		if len(sr.s.TS) > 0 && T < sr.firstT {
+			sr.feed(T + sr.stepSec) // history before its first boundary
 		}
-		now := time.Unix(T, 0)
-		pr, pok := pc.recommend(&opt.Policy, now)
-		cr, cok := cc.recommend(&opt.Control, now)
-		if opt.Rows != nil {
-			res.rows = append(res.rows, RecRow{TS: T, Series: s.Name, OK: pok, Policy: pr, Control: cr})
+		return
+	}
+	s, opt := sr.s, sr.opt
+	now := time.Unix(T, 0)
+	pr, pok := sr.pc.recommend(&opt.Policy, now, fv)
+	cr, cok := sr.cc.recommend(&opt.Control, now, fleetViews{})
+	if opt.Rows != nil {
+		sr.row, sr.hasRow = RecRow{TS: T, Series: s.Name, OK: pok, Policy: pr, Control: cr}, true
+	}
+	for sr.scored = max(sr.scored, sr.fed); sr.scored < len(s.TS) && s.TS[sr.scored] < T+sr.stepSec; sr.scored++ {
+		ts := s.TS[sr.scored]
+		if ts < sr.scoreFrom {
+			continue
 		}
-		for scored = max(scored, fed); scored < len(s.TS) && s.TS[scored] < T+step; scored++ {
-			ts := s.TS[scored]
-			if ts < scoreFrom {
+		u := usage{cpu: s.CPU[sr.scored], mem: at(s.Mem, sr.scored), memScored: s.Mem != nil}
+		u.cpuPeak, u.memPeak = u.cpu, u.mem
+		if opt.ScorePeaks {
+			if v := at(s.CPUMax, sr.scored); v == v && s.CPUMax != nil {
+				u.cpuPeak = max(v, u.cpu)
+			}
+			if v := at(s.MemMax, sr.scored); v == v && s.MemMax != nil {
+				u.memPeak = max(v, u.mem)
+			}
+		}
+		sr.policy.observe(pok, ts, &u, pr)
+		sr.control.observe(cok, ts, &u, cr)
+	}
+	sr.feed(T + sr.stepSec)
+}
+
+// replayFleet is the policy's fleet controllers in a replay: the trace's
+// series are one node's containers.
+type replayFleet struct {
+	p       *Policy
+	fleet   [2]fleetState
+	members []fleetMember
+}
+
+func newReplayFleet(p *Policy) *replayFleet { return &replayFleet{p: p} }
+
+// tick runs the controllers at now over the series active at now, in
+// series order, and returns the views for the boundary.
+func (f *replayFleet) tick(now time.Time, rs []*seriesReplay) fleetViews {
+	var fv fleetViews
+	if f.p.Engine != EngineCgpilot {
+		return fv
+	}
+	T := now.Unix()
+	for i, rp := range []*ResourcePolicy{&f.p.CPU, &f.p.Memory} {
+		if rp.FleetObjective <= 0 {
+			continue
+		}
+		f.members = f.members[:0]
+		for _, sr := range rs {
+			if !sr.active(T) || sr.pc.samples == 0 || !established(f.p, sr.pc.last.Sub(sr.pc.first)) {
 				continue
 			}
-			u := usage{cpu: s.CPU[scored], mem: at(s.Mem, scored), memScored: s.Mem != nil}
-			u.cpuPeak, u.memPeak = u.cpu, u.mem
-			if opt.ScorePeaks {
-				if v := at(s.CPUMax, scored); v == v && s.CPUMax != nil {
-					u.cpuPeak = max(v, u.cpu)
-				}
-				if v := at(s.MemMax, scored); v == v && s.MemMax != nil {
-					u.memPeak = max(v, u.mem)
-				}
+			if i == 0 {
+				f.members = append(f.members, fleetMember{hist: sr.pc.cpu.hist, t: &sr.pc.cpuT})
+			} else {
+				f.members = append(f.members, fleetMember{hist: sr.pc.mem.hist, t: &sr.pc.memT})
 			}
-			res.policy.observe(pok, ts, &u, pr)
-			res.control.observe(cok, ts, &u, cr)
+		}
+		fl := &f.fleet[i]
+		fl.tick(rp, now, f.members)
+		fv[i] = fleetView{lambda: fl.lambda, rate: fl.rate()}
+		if fv[i].lambda == 0 {
+			fv[i].lambda = rp.ViolationCost
 		}
 	}
-	return res
+	return fv
 }
 
 // at returns v[i], or 0 when the column is absent (nil).
