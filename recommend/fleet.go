@@ -61,9 +61,45 @@ type fleetState struct {
 	floor  []float64
 }
 
-// hullPoint: for λ above lambda (up to the next point's), a member's cost
-// optimum leaves the share tail of its histogram's weight above it.
-type hullPoint struct{ lambda, tail float64 }
+// hullPoint is a vertex of the lower convex hull of the points (tail,
+// slack) of a member's candidate targets x: for λ from lambda up to the
+// next vertex's, x minimises slack + λ·tail. tail is the share (or count)
+// of the samples above x, slack the idle reservation below it.
+type hullPoint struct{ lambda, tail, slack, x float64 }
+
+// hullPush adds p to the hull that starts at h[first:] (points come with
+// strictly decreasing tail and increasing slack) and drops the vertices p
+// makes redundant: the breakpoints must increase along a lower hull. The
+// λ fields are set by sealHull.
+func hullPush(h []hullPoint, first int, p hullPoint) []hullPoint {
+	for len(h)-first >= 2 {
+		top, prev := h[len(h)-1], h[len(h)-2]
+		if (top.slack-prev.slack)/(prev.tail-top.tail) < (p.slack-top.slack)/(top.tail-p.tail) {
+			break
+		}
+		h = h[:len(h)-1]
+	}
+	return append(h, p)
+}
+
+// sealHull sets every vertex's λ: the first is optimal from 0, each next
+// one from the λ at which it costs as much as the one before.
+func sealHull(pts []hullPoint) {
+	for i := range pts {
+		if i == 0 {
+			pts[i].lambda = 0
+			continue
+		}
+		pts[i].lambda = (pts[i].slack - pts[i-1].slack) / (pts[i-1].tail - pts[i].tail)
+	}
+}
+
+// hullAt returns the vertex optimal at λ: the last whose breakpoint is
+// below λ (costOptimum keeps the lower target on a tie).
+func hullAt(pts []hullPoint, lambda float64) hullPoint {
+	k := sort.Search(len(pts), func(j int) bool { return pts[j].lambda >= lambda }) - 1
+	return pts[max(k, 0)]
+}
 
 // fleetMember is one container as the controller sees it. Only established
 // containers are members (established): a young container's target is
@@ -175,35 +211,9 @@ func (f *fleetState) build(rp *ResourcePolicy, ms []fleetMember) {
 				continue // an empty bucket: same tail, more slack
 			}
 			prevTail = tail
-			slack := (hi*below - moment) / h.total
-			// Pop vertices that the new point makes redundant: the
-			// breakpoints must increase along the hull.
-			for len(f.hull)-first >= 1 {
-				top := &f.hull[len(f.hull)-1]
-				bp := (slack - top.lambda) / (top.tail - tail) // top.lambda holds its slack until sealed
-				if len(f.hull)-first >= 2 {
-					prev := f.hull[len(f.hull)-2]
-					if bpPrev := (top.lambda - prev.lambda) / (prev.tail - top.tail); bpPrev >= bp {
-						f.hull = f.hull[:len(f.hull)-1]
-						continue
-					}
-				}
-				break
-			}
-			f.hull = append(f.hull, hullPoint{lambda: slack, tail: tail})
+			f.hull = hullPush(f.hull, first, hullPoint{tail: tail, slack: (hi*below - moment) / h.total, x: hi})
 		}
-		// Seal: replace each vertex's slack by the λ from which it is optimal.
-		pts := f.hull[first:]
-		prevSlack := 0.0
-		for i := range pts {
-			s := pts[i].lambda
-			if i == 0 {
-				pts[i].lambda = 0
-			} else {
-				pts[i].lambda = (s - prevSlack) / (pts[i-1].tail - pts[i].tail)
-			}
-			prevSlack = s
-		}
+		sealHull(f.hull[first:])
 		f.floor = append(f.floor, floorTail)
 	}
 	f.start = append(f.start, len(f.hull))
@@ -214,11 +224,7 @@ func (f *fleetState) build(rp *ResourcePolicy, ms []fleetMember) {
 func (f *fleetState) predicted(lambda float64) float64 {
 	var v, w float64
 	for i, wt := range f.weight {
-		pts := f.hull[f.start[i]:f.start[i+1]]
-		// The last vertex whose breakpoint is below λ (costOptimum keeps
-		// the lower bucket on a tie).
-		k := sort.Search(len(pts), func(j int) bool { return pts[j].lambda >= lambda }) - 1
-		v += wt * min(pts[max(k, 0)].tail, f.floor[i])
+		v += wt * min(hullAt(f.hull[f.start[i]:f.start[i+1]], lambda).tail, f.floor[i])
 		w += wt
 	}
 	if w == 0 {
