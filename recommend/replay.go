@@ -15,13 +15,15 @@ type ReplayOptions struct {
 	// Policy is evaluated; Control (normally the "vpa" preset) is replayed on
 	// the same samples in the same run as the control group.
 	Policy, Control Policy
-	// Rows, if set, receives every recommendation row in (ts, series)
-	// order: boundary by boundary, series in trace order.
+	// Rows, if set, receives every recommendation row: in (series, ts)
+	// order, or, for a policy with a FleetObjective (series replayed
+	// together), in (ts, series) order.
 	Rows func(RecRow) error
-	// Progress, if set, is called after each boundary with (done, total).
+	// Progress, if set, is called with (done, total) after each series, or
+	// after each boundary when the series are replayed together.
 	Progress func(done, total int)
-	// Workers splits each boundary's series between goroutines (default
-	// 1); the result is the same.
+	// Workers replays series in parallel (default 1); the result is the
+	// same.
 	Workers int
 	// ScorePeaks scores violations against the window peaks of a trace
 	// with cpu_cores_max/mem_bytes_max (where a row has them) instead of
@@ -81,11 +83,13 @@ type Summary struct {
 // ts < T, and every sample with ts ≥ first boundary and ts ≥ first_ts +
 // Warmup is scored against the latest recommendation with T ≤ ts.
 //
-// The series advance together, boundary by boundary, as the containers of
-// one node do: the whole trace is one Recommender's fleet, so a policy with
-// a FleetObjective sees, at T, every series' samples before T and nothing
-// after. Workers split the series of each boundary; the result does not
-// depend on their number.
+// The whole trace is one node. When the policy has a FleetObjective, the
+// series advance together, boundary by boundary, so that its controller
+// sees at T every series' samples before T and nothing after (Workers
+// split each boundary's series). Otherwise no state is shared between
+// series and each is replayed on its own, from start to end, which gives
+// the same result with a far smaller working set (Workers take whole
+// series). The result does not depend on Workers.
 func Replay(tr *Trace, opt ReplayOptions) (Summary, error) {
 	if opt.Step <= 0 {
 		opt.Step = time.Hour
@@ -114,50 +118,14 @@ func Replay(tr *Trace, opt ReplayOptions) (Summary, error) {
 		}
 	}
 	fleets := newReplayFleet(&opt.Policy)
-	workers := max(opt.Workers, 1)
-	par := func(f func(sr *seriesReplay)) {
-		if workers == 1 {
-			for _, sr := range rs {
-				f(sr)
-			}
-			return
-		}
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := w; i < len(rs); i += workers {
-					f(rs[i])
-				}
-			}()
-		}
-		wg.Wait()
+	var err error
+	if fleets.active() {
+		err = replayTogether(rs, fleets, firstT, lastT, step, &opt)
+	} else {
+		err = replayEach(rs, &opt)
 	}
-	var sinkErr error
-	steps := 0
-	if firstT <= lastT {
-		steps = int((lastT-firstT)/step) + 1
-		par(func(sr *seriesReplay) { sr.feed(firstT) })
-	}
-	for k := range steps {
-		T := firstT + int64(k)*step
-		fv := fleets.tick(time.Unix(T, 0), rs)
-		par(func(sr *seriesReplay) { sr.step(T, fv) })
-		for _, sr := range rs {
-			if sr.hasRow {
-				if opt.Rows != nil && sinkErr == nil {
-					sinkErr = opt.Rows(sr.row)
-				}
-				sr.hasRow = false
-			}
-		}
-		if opt.Progress != nil {
-			opt.Progress(k+1, steps)
-		}
-	}
-	if sinkErr != nil {
-		return Summary{}, sinkErr
+	if err != nil {
+		return Summary{}, err
 	}
 	var pol, ctl scoreAcc
 	for _, sr := range rs {
@@ -170,6 +138,112 @@ func Replay(tr *Trace, opt ReplayOptions) (Summary, error) {
 		PolicyJSON: opt.Policy, ControlName: opt.Control.Name,
 		MemoryScored: tr.HasMemory, ScorePeaks: opt.ScorePeaks,
 	}, nil
+}
+
+// replayEach replays every series on its own, workers taking whole series;
+// rows and progress come in series order.
+func replayEach(rs []*seriesReplay, opt *ReplayOptions) error {
+	workers := max(opt.Workers, 1)
+	done := make([]chan struct{}, len(rs))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	var next int
+	var mu sync.Mutex
+	for range workers {
+		go func() {
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= len(rs) {
+					return
+				}
+				sr := rs[i]
+				if len(sr.s.TS) > 0 {
+					sr.feed(sr.firstT)
+					for T := sr.firstT; T <= sr.last; T += sr.stepSec {
+						if row, ok := sr.step(T, fleetViews{}); ok && opt.Rows != nil {
+							sr.rows = append(sr.rows, row)
+						}
+					}
+				}
+				close(done[i])
+			}
+		}()
+	}
+	var sinkErr error
+	for i, sr := range rs {
+		<-done[i]
+		for _, row := range sr.rows {
+			if sinkErr == nil {
+				sinkErr = opt.Rows(row)
+			}
+		}
+		sr.rows, sr.pc, sr.cc = nil, nil, nil // the scores are all that is left to read
+		if opt.Progress != nil {
+			opt.Progress(i+1, len(rs))
+		}
+	}
+	return sinkErr
+}
+
+// replayTogether advances all series boundary by boundary, the fleet
+// controllers ticking at each boundary before any series recommends;
+// workers split each boundary's series, rows come in (ts, series) order.
+func replayTogether(rs []*seriesReplay, fleets *replayFleet, firstT, lastT, step int64, opt *ReplayOptions) error {
+	workers := max(opt.Workers, 1)
+	par := func(f func(i int, sr *seriesReplay)) {
+		if workers == 1 {
+			for i, sr := range rs {
+				f(i, sr)
+			}
+			return
+		}
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < len(rs); i += workers {
+					f(i, rs[i])
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	if firstT > lastT {
+		return nil
+	}
+	steps := int((lastT-firstT)/step) + 1
+	rows := make([]RecRow, len(rs))
+	has := make([]bool, len(rs))
+	par(func(_ int, sr *seriesReplay) { sr.feed(firstT) })
+	var sinkErr error
+	for k := range steps {
+		T := firstT + int64(k)*step
+		fv := fleets.tick(time.Unix(T, 0), rs)
+		par(func(i int, sr *seriesReplay) {
+			if !sr.active(T) {
+				if len(sr.s.TS) > 0 && T < sr.firstT {
+					sr.feed(T + step) // history before its first boundary
+				}
+				return
+			}
+			rows[i], has[i] = sr.step(T, fv)
+		})
+		for i := range rs {
+			if has[i] && opt.Rows != nil && sinkErr == nil {
+				sinkErr = opt.Rows(rows[i])
+			}
+			has[i] = false
+		}
+		if opt.Progress != nil {
+			opt.Progress(k+1, steps)
+		}
+	}
+	return sinkErr
 }
 
 func floorDiv(a, b int64) int64 {
@@ -191,8 +265,7 @@ type seriesReplay struct {
 	scoreFrom       int64
 	fed, scored     int
 	policy, control seriesScore
-	row             RecRow // this boundary's row, when hasRow
-	hasRow          bool
+	rows            []RecRow // replayEach: this series' rows until emitted
 }
 
 func newSeriesReplay(s *Series, anchor, step, warmup int64, opt *ReplayOptions) *seriesReplay {
@@ -224,21 +297,17 @@ func (sr *seriesReplay) active(T int64) bool {
 	return len(sr.s.TS) > 0 && T >= sr.firstT && T <= sr.last
 }
 
-// step recommends at boundary T, scores the samples in [T, T+step) and
-// feeds them.
-func (sr *seriesReplay) step(T int64, fv fleetViews) {
-	if !sr.active(T) {
-		if len(sr.s.TS) > 0 && T < sr.firstT {
-			sr.feed(T + sr.stepSec) // history before its first boundary
-		}
-		return
-	}
+// step recommends at boundary T (the series must be active), scores the
+// samples in [T, T+step) and feeds them. It returns the row when the
+// replay wants rows.
+func (sr *seriesReplay) step(T int64, fv fleetViews) (RecRow, bool) {
 	s, opt := sr.s, sr.opt
 	now := time.Unix(T, 0)
 	pr, pok := sr.pc.recommend(&opt.Policy, now, fv)
 	cr, cok := sr.cc.recommend(&opt.Control, now, fleetViews{})
+	var row RecRow
 	if opt.Rows != nil {
-		sr.row, sr.hasRow = RecRow{TS: T, Series: s.Name, OK: pok, Policy: pr, Control: cr}, true
+		row = RecRow{TS: T, Series: s.Name, OK: pok, Policy: pr, Control: cr}
 	}
 	for sr.scored = max(sr.scored, sr.fed); sr.scored < len(s.TS) && s.TS[sr.scored] < T+sr.stepSec; sr.scored++ {
 		ts := s.TS[sr.scored]
@@ -259,6 +328,7 @@ func (sr *seriesReplay) step(T int64, fv fleetViews) {
 		sr.control.observe(cok, ts, &u, cr)
 	}
 	sr.feed(T + sr.stepSec)
+	return row, opt.Rows != nil
 }
 
 // replayFleet is the policy's fleet controllers in a replay: the trace's
@@ -270,6 +340,11 @@ type replayFleet struct {
 }
 
 func newReplayFleet(p *Policy) *replayFleet { return &replayFleet{p: p} }
+
+// active reports whether the policy has a fleet controller.
+func (f *replayFleet) active() bool {
+	return f.p.Engine == EngineCgpilot && (f.p.CPU.FleetObjective > 0 || f.p.Memory.FleetObjective > 0)
+}
 
 // tick runs the controllers at now over the series active at now, in
 // series order, and returns the views for the boundary.

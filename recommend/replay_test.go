@@ -101,8 +101,8 @@ func testOnlyPastSamples(t *testing.T, preset string) {
 
 // TestReplayDeterministicAcrossWorkers: the same rows and scores with one
 // worker or several, also for the fleet controller (which sums over all
-// series every step); rows come boundary by boundary, each series' rows on
-// the hourly grid.
+// series every step); each series' rows on the hourly grid, in series
+// order, or boundary by boundary with the fleet controller.
 func TestReplayDeterministicAcrossWorkers(t *testing.T) {
 	tr := syntheticTrace(2, 5, 3)
 	for _, preset := range []string{DefaultPreset, FleetPreset} {
@@ -113,8 +113,11 @@ func TestReplayDeterministicAcrossWorkers(t *testing.T) {
 		}
 		last := map[string]int64{}
 		for i, r := range r1 {
-			if i > 0 && r.TS < r1[i-1].TS {
+			if preset == FleetPreset && i > 0 && r.TS < r1[i-1].TS {
 				t.Fatalf("%s: row %d at %d after %d: not in boundary order", preset, i, r.TS, r1[i-1].TS)
+			}
+			if preset != FleetPreset && i > 0 && r.Series != r1[i-1].Series && last[r.Series] != 0 {
+				t.Fatalf("%s: rows of %s resume after another series'", preset, r.Series)
 			}
 			if p, ok := last[r.Series]; ok && r.TS != p+3600 {
 				t.Fatalf("%s: rows of %s not on the hourly grid: %d after %d", preset, r.Series, r.TS, p)

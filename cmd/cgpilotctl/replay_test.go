@@ -47,7 +47,7 @@ func TestReplayGolden(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "steps (100%)") {
+	if !strings.Contains(stderr.String(), "replay: 2/2 (100%)") {
 		t.Errorf("no progress display on stderr: %q", stderr.String())
 	}
 	golden(t, "mini.table.golden", elapsedRE.ReplaceAll(stdout.Bytes(), []byte("replayed in X")))
