@@ -22,6 +22,9 @@
 // Replay runs a recorded trace (ReadTrace) through a policy and, in the same
 // run, through the VPA-compatible control group, and scores both with the
 // definitions of the team's traces/README.md; `cgpilotctl replay` wraps it.
+// HindsightBound is the least slack any policy holding one target per
+// series per block could have had at a violation budget, knowing the
+// whole trace: how far a policy is from what prediction could give.
 //
 // # Engines and presets
 //

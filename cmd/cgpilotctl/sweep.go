@@ -165,7 +165,7 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 	}
 	const pw, ph, ml, mt, mb, mr = 460, 330, 60, 46, 52, 16
 	width := max(len(panels)*(pw+ml+mr)+10, 640)
-	height := ph + mt + mb + 100
+	height := ph + mt + mb + 150 // the legend: six lines and a note
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(w, `<text x="10" y="20" font-size="15" font-weight="bold">%s: slack against violations (lower left is better; compare at equal violations)</text>`+"\n", xmlEscape(trace))
@@ -222,7 +222,7 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 				}
 			}
 			sort.Slice(line, func(a, b int) bool { return metric(line[a]).ViolationRate < metric(line[b]).ViolationRate })
-			if len(line) > 1 {
+			if len(line) > 1 && fam != "bound" { // the bounds are two points, not a curve
 				var d strings.Builder
 				for k, p := range line {
 					fmt.Fprintf(&d, "%s%.1f,%.1f ", map[bool]string{true: "M", false: "L"}[k == 0], px(metric(p).ViolationRate), py(metric(p).RelativeSlack))
