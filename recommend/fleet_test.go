@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -198,5 +199,67 @@ func TestFleetHullMatchesCostOptimum(t *testing.T) {
 				t.Fatalf("trial %d, λ %g: hull predicts tail %g, costOptimum's target %g leaves %g", trial, lambda, got, x, want)
 			}
 		}
+	}
+}
+
+// TestFleetRecommender drives a Recommender as the agent does: samples
+// every 5 minutes, one decision round an hour (every container, some
+// twice, one through a percentile override). One tick per round, the
+// explanation says where the target came from, and the override's
+// container is left out of the controller.
+func TestFleetRecommender(t *testing.T) {
+	r := mustNew(t, FleetPolicy("fleet", 0.02, 0.002))
+	tr := fleetTrace(6, 8, 4, 1, nil)
+	pct := 0.9
+	fixed := Overrides{CPU: ResourceOverrides{Percentile: &pct}}
+	idx := make([]int, len(tr.Series))
+	var lastLambda float64
+	for now := tr.MinTS + 3600; now < tr.MaxTS; now += 3600 {
+		for si, s := range tr.Series {
+			for ; idx[si] < len(s.TS) && s.TS[idx[si]] < now; idx[si]++ {
+				if err := r.Add(s.Name, Sample{Time: time.Unix(s.TS[idx[si]], 0), CPUCores: s.CPU[idx[si]], MemoryBytes: s.Mem[idx[si]]}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		at := time.Unix(now, 0)
+		for si, s := range tr.Series {
+			if si == 0 {
+				if _, _, err := r.RecommendWith(s.Name, at, fixed); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			rec, ok := r.Recommend(s.Name, at)
+			if !ok {
+				continue
+			}
+			if si == 1 { // a second call in the same round ticks nothing
+				lambda := r.views()[0].lambda
+				again, _ := r.Recommend(s.Name, at.Add(time.Second))
+				if r.views()[0].lambda != lambda || again.CPU.Explain.ViolationCost != rec.CPU.Explain.ViolationCost {
+					t.Fatalf("a second call in the round moved λ from %v to %v", lambda, r.views()[0].lambda)
+				}
+			}
+			if now > tr.MinTS+2*86400 {
+				e := rec.CPU.Explain
+				if e.FleetObjective != 0.02 || !(e.ViolationCost > 0) || (e.Mode != "fleet" && e.Mode != "percentile") ||
+					!strings.Contains(e.String(), "node objective 2%") {
+					t.Fatalf("explanation %+v: %s", e, e.String())
+				}
+				lastLambda = e.ViolationCost
+			}
+		}
+		r.mu.Lock()
+		for _, m := range r.fleetMembers(0) {
+			if m.t == &r.containers[tr.Series[0].Name].cpuT {
+				r.mu.Unlock()
+				t.Fatal("the container with a percentile override is a member of the fleet")
+			}
+		}
+		r.mu.Unlock()
+	}
+	if !(lastLambda > 0) {
+		t.Fatal("no λ solved in four days")
 	}
 }

@@ -44,10 +44,6 @@ func mustPreset(t testing.TB, name string) Policy {
 	return p
 }
 
-func replayRows(t *testing.T, tr *Trace, workers int) (Summary, []RecRow) {
-	return replayRowsWith(t, tr, workers, DefaultPreset)
-}
-
 func replayRowsWith(t *testing.T, tr *Trace, workers int, preset string) (Summary, []RecRow) {
 	t.Helper()
 	var rows []RecRow
