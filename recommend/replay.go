@@ -118,19 +118,20 @@ func Replay(tr *Trace, opt ReplayOptions) (Summary, error) {
 		}
 	}
 	fleets := newReplayFleet(&opt.Policy)
+	var pol, ctl scoreAcc
 	var err error
 	if fleets.active() {
-		err = replayTogether(rs, fleets, firstT, lastT, step, &opt)
+		if err = replayTogether(rs, fleets, firstT, lastT, step, &opt); err == nil {
+			for _, sr := range rs {
+				pol.merge(&sr.policy)
+				ctl.merge(&sr.control)
+			}
+		}
 	} else {
-		err = replayEach(rs, &opt)
+		err = replayEach(rs, &opt, &pol, &ctl)
 	}
 	if err != nil {
 		return Summary{}, err
-	}
-	var pol, ctl scoreAcc
-	for _, sr := range rs {
-		pol.merge(&sr.policy)
-		ctl.merge(&sr.control)
 	}
 	return Summary{
 		Series: len(tr.Series), Rows: tr.Rows, Step: opt.Step.String(), Warmup: opt.Warmup.String(), Anchor: anchor,
@@ -141,8 +142,9 @@ func Replay(tr *Trace, opt ReplayOptions) (Summary, error) {
 }
 
 // replayEach replays every series on its own, workers taking whole series;
-// rows and progress come in series order.
-func replayEach(rs []*seriesReplay, opt *ReplayOptions) error {
+// rows, progress and the merge of the scores (while later series still
+// run) come in series order.
+func replayEach(rs []*seriesReplay, opt *ReplayOptions, pol, ctl *scoreAcc) error {
 	workers := max(opt.Workers, 1)
 	done := make([]chan struct{}, len(rs))
 	for i := range done {
@@ -181,7 +183,9 @@ func replayEach(rs []*seriesReplay, opt *ReplayOptions) error {
 				sinkErr = opt.Rows(row)
 			}
 		}
-		sr.rows, sr.pc, sr.cc = nil, nil, nil // the scores are all that is left to read
+		pol.merge(&sr.policy)
+		ctl.merge(&sr.control)
+		sr.rows, sr.pc, sr.cc = nil, nil, nil
 		if opt.Progress != nil {
 			opt.Progress(i+1, len(rs))
 		}
