@@ -4,6 +4,7 @@ package cgtest
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"testing"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cgpilot/cgpilot/cgroup"
 )
 
 // KubeletTree is a kubelet-style kubepods tree (cgroupfs or systemd
@@ -181,4 +184,69 @@ func Allowed(t testing.TB, pid int) string {
 	}
 	t.Fatalf("no Cpus_allowed_list for pid %d", pid)
 	return ""
+}
+
+// AsRoots presents the sandbox's directories as the hierarchy roots, so
+// that code resolving kubelet-style trees finds them inside the sandbox
+// exactly as on a node, whichever cgroup the test process sits in per
+// hierarchy (its memory cgroup often differs from its cpu cgroup).
+func (s *Sandbox) AsRoots() cgroup.Mounts {
+	if s.Unified {
+		return cgroup.Mounts{Mode: cgroup.ModeUnified, Unified: cgroup.Mount{Point: s.Dirs[V2], Root: "/"}}
+	}
+	m := cgroup.Mounts{Mode: cgroup.ModeV1, V1: map[string]cgroup.Mount{}}
+	for _, c := range []string{"cpu", "cpuacct", "cpuset", "memory"} {
+		if d, ok := s.Dirs[c]; ok {
+			m.V1[c] = cgroup.Mount{Point: d, Root: "/"}
+		}
+	}
+	if d, ok := s.Dirs[V2]; ok {
+		m.Mode, m.Unified = cgroup.ModeHybrid, cgroup.Mount{Point: d, Root: "/"}
+	}
+	return m
+}
+
+// ProcRoot makes a procfs root for an agent process run by the test: the
+// host's /proc entries by symlink, except self/mountinfo, which names the
+// sandbox's directories as the hierarchy roots (AsRoots). An agent given
+// it (--path.procfs) resolves kubepods inside the sandbox in every
+// hierarchy, as it would on a node; its own /proc/<pid> stays the real one.
+func (s *Sandbox) ProcRoot() string {
+	s.t.Helper()
+	dir := s.t.TempDir()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if n == "self" || n == "thread-self" || n[0] >= '0' && n[0] <= '9' {
+			continue
+		}
+		if err := os.Symlink(filepath.Join("/proc", n), filepath.Join(dir, n)); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "self"), 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	var b strings.Builder
+	m := s.AsRoots()
+	id := 100
+	line := func(point, fstype, opts string) {
+		id++
+		fmt.Fprintf(&b, "%d 1 0:%d / %s rw,nosuid,nodev,noexec - %s %s %s\n", id, id, point, fstype, fstype, opts)
+	}
+	for _, c := range []string{"cpu", "cpuacct", "cpuset", "memory"} {
+		if mt, ok := m.V1[c]; ok {
+			line(mt.Point, "cgroup", "rw,"+c)
+		}
+	}
+	if m.Unified.Point != "" {
+		line(m.Unified.Point, "cgroup2", "rw")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "self", "mountinfo"), []byte(b.String()), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	return dir
 }
