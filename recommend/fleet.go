@@ -191,28 +191,19 @@ func (f *fleetState) build(rp *ResourcePolicy, ms []fleetMember) {
 		f.start = append(f.start, len(f.hull))
 		f.weight = append(f.weight, w)
 		floor, floorTail := rp.Percentile*h.total, -1.0
-		var below, moment float64
-		lo := h.opts.BucketStart(h.min)
 		first := len(f.hull)
 		prevTail := math.Inf(1)
-		for b := h.min; b <= h.max; b++ {
-			hi := h.opts.BucketStart(b + 1)
-			if b == h.opts.NumBuckets-1 {
-				hi = lo
-			}
-			below += h.weights[b]
-			moment += h.weights[b] * (lo + hi) / 2
-			lo = hi
+		h.bucketEnds(func(b int, x, below, moment float64) {
 			tail := max(h.total-below, 0) / h.total
 			if floorTail < 0 && (below >= floor || b == h.max) {
 				floorTail = tail // Percentile's bucket
 			}
 			if tail >= prevTail {
-				continue // an empty bucket: same tail, more slack
+				return // an empty bucket: same tail, more slack
 			}
 			prevTail = tail
-			f.hull = hullPush(f.hull, first, hullPoint{tail: tail, slack: (hi*below - moment) / h.total, x: hi})
-		}
+			f.hull = hullPush(f.hull, first, hullPoint{tail: tail, slack: (x*below - moment) / h.total, x: x})
+		})
 		sealHull(f.hull[first:])
 		f.floor = append(f.floor, floorTail)
 	}
