@@ -97,9 +97,9 @@ func (pi *policyIndex) changed() {
 // nsChanged reacts only to label changes: a namespace's status updates
 // move no pod between policies.
 func (pi *policyIndex) nsChanged(old, obj any) {
-	o, _ := old.(*corev1.Namespace)
-	n, _ := obj.(*corev1.Namespace)
-	if o == nil || n == nil || !labels.Equals(o.Labels, n.Labels) {
+	o, _ := old.(metav1.Object)
+	n, _ := obj.(metav1.Object)
+	if o == nil || n == nil || !labels.Equals(o.GetLabels(), n.GetLabels()) {
 		pi.changed()
 	}
 }

@@ -44,6 +44,7 @@ type change struct {
 	containers map[string]rightsize.Requirements
 	reason     string // Resize | OOMBump
 	summary    string
+	decided    time.Time // when the change was asked (its latency's start)
 }
 
 // applier sends changes from its own queue, so an API server that is away
@@ -59,10 +60,13 @@ type applier struct {
 	// cgroupValues are what the agent wrote where there is no pods/resize,
 	// by pod UID and container: the pod's requirements in force.
 	cgroupValues map[string]map[string]rightsize.Requirements
+	// decided is when the last change pods/resize accepted was decided, by
+	// pod UID, until the kubelet has applied it.
+	decided map[string]time.Time
 }
 
 func newApplier(c *controller, api bool) *applier {
-	return &applier{c: c, api: api, want: map[string]change{}, cgroupValues: map[string]map[string]rightsize.Requirements{},
+	return &applier{c: c, api: api, want: map[string]change{}, cgroupValues: map[string]map[string]rightsize.Requirements{}, decided: map[string]time.Time{},
 		q: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-resize"})}
 }
 
@@ -83,7 +87,7 @@ func (a *applier) request(p *corev1.Pod, containers map[string]rightsize.Require
 			containers[name] = next
 		}
 	}
-	a.want[key] = change{uid: string(p.UID), containers: containers, reason: reason, summary: summary}
+	a.want[key] = change{uid: string(p.UID), containers: containers, reason: reason, summary: summary, decided: time.Now()}
 	a.mu.Unlock()
 	a.q.Add(key)
 }
@@ -151,6 +155,10 @@ func (a *applier) applyOne(ctx context.Context, key string) error {
 	case err == nil:
 		done()
 		a.c.metrics.resizes.WithLabelValues("accepted").Inc()
+		a.c.metrics.resizeTime.WithLabelValues("accepted").Observe(time.Since(ch.decided).Seconds())
+		a.mu.Lock()
+		a.decided[ch.uid] = ch.decided
+		a.mu.Unlock()
 		a.r.setState(ch.uid, stateResized, "pods/resize accepted: "+ch.summary+"; waiting for the kubelet", true)
 		reason := "Resized"
 		if ch.reason == "OOMBump" {
@@ -383,6 +391,12 @@ func (r *rightsizer) verify(p *corev1.Pod) {
 		return
 	}
 	r.c.metrics.resizes.WithLabelValues("applied").Inc()
+	r.apply.mu.Lock()
+	if t, ok := r.apply.decided[string(p.UID)]; ok {
+		r.c.metrics.resizeTime.WithLabelValues("applied").Observe(time.Since(t).Seconds())
+		delete(r.apply.decided, string(p.UID))
+	}
+	r.apply.mu.Unlock()
 	r.setState(string(p.UID), stateApplied, "the kubelet applied the resize and the cgroups hold it", false)
 }
 

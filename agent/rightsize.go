@@ -214,6 +214,9 @@ func (r *rightsizer) unwatchLocked(dir string) {
 // untrack stops sampling and watching a pod.
 func (r *rightsizer) untrack(uid string) {
 	r.coll.Remove(uid)
+	r.apply.mu.Lock()
+	delete(r.apply.decided, uid)
+	r.apply.mu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rp, ok := r.pods[uid]

@@ -17,9 +17,9 @@ import (
 
 // BenchmarkNodeResizeToCgroup measures, on the real node, a changed
 // recommendation reaching the container's cgroup through the agent: the
-// RightsizePolicy's CPU floor (minAllowed) flips between 100m and 400m
+// RightsizePolicy's CPU floor (minAllowed) flips between 150m and 300m
 // (each flip changes the recommendation of a pod that uses almost no CPU,
-// by more than the recommender's hysteresis),
+// by more than the recommender's hysteresis and within one step's bound),
 // then the time to the request in the pod's spec (pods/resize accepted)
 // and to cpu.shares in the container's cgroup (the kubelet applied it).
 // The baseline, interleaved in the same run on a pod no policy selects, is
@@ -34,7 +34,7 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 			"cpu":         map[string]any{"minAllowed": cpu},
 			"podSelector": map[string]any{"matchLabels": map[string]any{"app": "bench"}}}
 	}
-	bd.policy(b, "bench", floor("100m"))
+	bd.policy(b, "bench", floor("150m"))
 	for _, p := range []*corev1.Pod{
 		busyboxPod("bench", map[string]string{"app": "bench"}, "exec sleep 3600", rl("200m", "128Mi"), rl("400m", "256Mi")),
 		busyboxPod("base", map[string]string{"app": "base"}, "exec sleep 3600", rl("200m", "128Mi"), rl("400m", "256Mi")),
@@ -44,12 +44,16 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	// The agent's first decision takes bench to the 100m floor.
-	within(b, 3*time.Minute, "bench at its 100m floor", func() (bool, string) {
-		p := bd.pod(b, "bench")
-		rec := recommendationOf(p)
-		return milli(p.Spec.Containers[0].Resources.Requests, corev1.ResourceCPU) == 100 && rec.State == "Applied", rec.State + ": " + rec.Reason
-	})
+	// The agent's first decisions take bench to the 150m floor.
+	settled := func(cpu int64) {
+		within(b, 3*time.Minute, fmt.Sprintf("bench at %dm, its resize done", cpu), func() (bool, string) {
+			p := bd.pod(b, "bench")
+			st, _ := resizeConditions(p)
+			return milli(p.Spec.Containers[0].Resources.Requests, corev1.ResourceCPU) == cpu && st == "" && metric(b, bd.na.cfg.HealthAddr, `cgpilot_resizes_total{result="applied"}`) > 0,
+				fmt.Sprintf("requests %v, resize %q", p.Spec.Containers[0].Resources.Requests, st)
+		})
+	}
+	settled(150)
 	shares := func(name string) func() int64 {
 		p := bd.pod(b, name)
 		path, ok := bd.containerCgroup(b, p)
@@ -89,26 +93,32 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 			p.Spec.Containers[0].Resources.Requests, p.Annotations["cgpilot.io/recommendation"])
 		return 0, 0
 	}
-	var agentSpec, agentCg, baseSpec, baseCg []time.Duration
+	var agentSpec, agentCg, baseCg []time.Duration
+	health := bd.na.cfg.HealthAddr
+	acc0, app0 := metric(b, health, `cgpilot_resize_seconds_sum{phase="accepted"}`), metric(b, health, `cgpilot_resize_seconds_sum{phase="applied"}`)
+	nacc0, napp0 := metric(b, health, `cgpilot_resize_seconds_count{phase="accepted"}`), metric(b, health, `cgpilot_resize_seconds_count{phase="applied"}`)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		cpu := int64(400)
+		cpu := int64(300)
 		if i%2 == 1 {
-			cpu = 100
+			cpu = 150
 		}
 		// The agent's path: the recommendation changes.
 		t0 := time.Now()
 		bd.setPolicy(b, "bench", floor(fmt.Sprintf("%dm", cpu)))
 		s, c := await("bench", benchShares, cpu, t0)
 		agentSpec, agentCg = append(agentSpec, s), append(agentCg, c)
+		b.StopTimer()
+		settled(cpu) // the kubelet done with it: the next flip is a fresh decision
+		b.StartTimer()
 		// The baseline: the same resize sent directly.
 		patch := fmt.Sprintf(`{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"%dm"}}}]}}`, cpu)
 		t0 = time.Now()
 		if _, err := bd.cs.CoreV1().Pods("default").Patch(ctx, "base", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "resize"); err != nil {
 			b.Fatal(err)
 		}
-		s, c = await("base", baseShares, cpu, t0)
-		baseSpec, baseCg = append(baseSpec, s), append(baseCg, c)
+		_, c = await("base", baseShares, cpu, t0)
+		baseCg = append(baseCg, c)
 	}
 	b.StopTimer()
 	b.ReportMetric(percentile(agentSpec, 0.5), "agent-accepted-p50-ms")
@@ -117,6 +127,16 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 	b.ReportMetric(percentile(baseCg, 0.5), "direct-cgroup-p50-ms")
 	b.ReportMetric(percentile(baseCg, 0.99), "direct-cgroup-p99-ms")
 	b.ReportMetric(percentile(agentCg, 0.5)/percentile(baseCg, 0.5), "agent/direct-p50")
+	// The agent's own clock, from its decision: the part of the path after
+	// the policy reached it and the recommendation changed.
+	var nacc, napp float64
+	within(b, 30*time.Second, "the agent verified every resize", func() (bool, string) {
+		nacc = metric(b, health, `cgpilot_resize_seconds_count{phase="accepted"}`) - nacc0
+		napp = metric(b, health, `cgpilot_resize_seconds_count{phase="applied"}`) - napp0
+		return nacc >= float64(b.N) && napp >= float64(b.N), fmt.Sprintf("%v accepted and %v applied for %d changes", nacc, napp, b.N)
+	})
+	b.ReportMetric(1000*(metric(b, health, `cgpilot_resize_seconds_sum{phase="accepted"}`)-acc0)/nacc, "decision-to-accepted-mean-ms")
+	b.ReportMetric(1000*(metric(b, health, `cgpilot_resize_seconds_sum{phase="applied"}`)-app0)/napp, "decision-to-verified-mean-ms")
 	if p := bd.pod(b, "bench"); p.Status.ContainerStatuses[0].RestartCount != 0 {
 		b.Fatalf("bench restarted %d times", p.Status.ContainerStatuses[0].RestartCount)
 	}
@@ -133,4 +153,14 @@ func (b *rsBed) setPolicy(t testing.TB, name string, spec map[string]any) {
 	if _, err := b.dyn.Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// resizeConditions is the pod's pending or in-progress resize, if any.
+func resizeConditions(p *corev1.Pod) (string, string) {
+	for _, c := range p.Status.Conditions {
+		if (c.Type == corev1.PodResizePending || c.Type == corev1.PodResizeInProgress) && c.Status == corev1.ConditionTrue {
+			return string(c.Type), c.Message
+		}
+	}
+	return "", ""
 }
