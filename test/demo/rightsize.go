@@ -36,7 +36,7 @@ const (
 	// sampleInterval replaces the config's 10 s, so that the short windows
 	// below see enough samples.
 	sampleInterval = time.Second
-	webStep        = 10 * time.Second
+	webStep        = 5 * time.Second
 	// WebMinHistory is the usage history the web pod needs before its first
 	// change: with decisions every webStep, the resize comes at the second.
 	WebMinHistory = 15 * time.Second
@@ -44,7 +44,7 @@ const (
 	WebDeployment = "web"
 	// HogPod is the container that runs out of memory.
 	HogPod = "hog"
-	// hogBytes is what the hog holds once its limit allows it.
+	// hogBytes is what the hog allocates once its limit allows it.
 	hogBytes = 150 << 20
 )
 
@@ -108,13 +108,14 @@ func rightsizeWorkloads() []any {
 					"echo ok >/tmp/index.html; httpd -p 8080 -h /tmp; while :; do wget -q -O /dev/null http://127.0.0.1:8080/; usleep 50000; done",
 					webRequests, webLimits)}}}},
 	}
-	// Each attempt over the limit is an OOM kill of tail (which holds the
-	// bytes), not of the container's shell: the container keeps running.
+	// dd fills a buffer of hogBytes from /dev/zero, touching every page:
+	// each attempt over the limit is an OOM kill of dd, not of the
+	// container's shell, so the container keeps running and retries.
 	hog := &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Name: HogPod, Namespace: Namespace, Labels: map[string]string{"app": "hog"}},
 		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{container("hog",
-			fmt.Sprintf(`n=0; until head -c %d /dev/zero | tail >/dev/null; do n=$((n+1)); echo "attempt $n: OOM-killed"; sleep 1; done; echo "held %d MB after $n OOM kills"; exec sleep 86400`, hogBytes, hogBytes>>20),
+			fmt.Sprintf(`n=0; until dd if=/dev/zero of=/dev/null bs=%d count=1 2>/dev/null; do n=$((n+1)); echo "attempt $n: OOM-killed"; sleep 1; done; echo "allocated %d MB after $n OOM kills"; exec sleep 86400`, hogBytes, hogBytes>>20),
 			hogRequests, hogLimits)}},
 	}
 	return []any{
@@ -149,7 +150,7 @@ func (r *run) startRightsizing(ctx context.Context) error {
 	r.logf("RightsizePolicy demo-hog: mode InPlace, pods app=hog, the preset's windows: only OOM kills raise its memory")
 	r.logf("Deployment %s: busybox httpd and a client, requests %s, limits %s: far more than it uses",
 		WebDeployment, resourcesString(webRequests), resourcesString(webLimits))
-	r.logf("pod %s: holds %d MB under a %s memory limit, retrying every second", HogPod, hogBytes>>20, hogLimits.Memory())
+	r.logf("pod %s: allocates %d MB under a %s memory limit, retrying every second", HogPod, hogBytes>>20, hogLimits.Memory())
 	r.rs.webCreated = time.Now()
 	out, err := r.kubectl(ctx, "apply", "-f", r.rs.manifest)
 	if err != nil {
@@ -268,7 +269,7 @@ func (r *run) showResize(ctx context.Context) error {
 }
 
 // showOOM waits until the hog's memory limit, in the cgroup and the
-// spec, holds what it asks for, and shows that it never restarted.
+// spec, fits what it asks for, and shows that it never restarted.
 func (r *run) showOOM(ctx context.Context) error {
 	o := &r.res.OOM
 	o.LimitBefore = *hogLimits.Memory()
@@ -312,10 +313,10 @@ func (r *run) showOOM(ctx context.Context) error {
 		HogPod, &o.LimitBefore, &o.LimitAfter, o.Files.MemoryFile, o.Files.MemoryLimit, round(r.res.Timings.OOMRaised))
 	r.logf("%d OOM kills (oom_kill in %s), container restarts %d: the kills hit the process over the limit, and the agent raised the limit at each",
 		o.Files.OOMKills, filepath.Base(o.Files.OOMFile), o.Restarts)
-	// The hog prints a line when it has its memory; it follows the raise.
+	// The hog prints a line when its memory fits; it follows the raise.
 	_ = poll(ctx, 20*time.Second, 250*time.Millisecond, func() bool {
 		o.Log, err = r.kubectl(ctx, "logs", "-n", Namespace, HogPod)
-		return err == nil && strings.Contains(o.Log, "held")
+		return err == nil && strings.Contains(o.Log, "allocated")
 	})
 	if err != nil {
 		return err
