@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -55,9 +56,6 @@ func Run(ctx context.Context, cfg Config, log logr.Logger) error {
 // server (topology, cgroups, pools, sampling, the recommenders' state, the
 // informer's wiring). Events are recorded until ctx ends.
 func New(ctx context.Context, cfg Config, restCfg *rest.Config, log logr.Logger) (*Agent, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
 	restCfg = rest.CopyConfig(restCfg)
 	if restCfg.QPS == 0 {
 		restCfg.QPS, restCfg.Burst = 50, 100
@@ -66,6 +64,28 @@ func New(ctx context.Context, cfg Config, restCfg *rest.Config, log logr.Logger)
 	if err != nil {
 		return nil, err
 	}
+	mounts, err := cgroup.ReadMounts(cfg.ProcRoot)
+	if err != nil {
+		return nil, err
+	}
+	return newAgent(ctx, cfg, clients{cs: cs, dynamic: func() (dynamic.Interface, error) { return dynamic.NewForConfig(restCfg) }}, mounts, log)
+}
+
+// clients are the agent's ways to the API server: typed, and dynamic for
+// the RightsizePolicy CRD (made once the CRD is served).
+type clients struct {
+	cs      kubernetes.Interface
+	dynamic func() (dynamic.Interface, error)
+}
+
+// newAgent is New with its clients and cgroup mounts given, so that the
+// kernel tests can run the whole agent on real cgroups (in the v2 VM too,
+// where no API server runs) with a fake clientset.
+func newAgent(ctx context.Context, cfg Config, cl clients, mounts cgroup.Mounts, log logr.Logger) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cs := cl.cs
 	if cfg.NodeName == "" {
 		return nil, fmt.Errorf("%w: node name empty: set NODE_NAME (downward API) or --node-name", ErrInvalidConfig)
 	}
@@ -75,10 +95,6 @@ func New(ctx context.Context, cfg Config, restCfg *rest.Config, log logr.Logger)
 	}
 	if !cfg.reserved().IsSubsetOf(all) {
 		return nil, fmt.Errorf("%w: reservedCPUs %s not within the node's cpus %s", ErrInvalidConfig, cfg.reserved(), all)
-	}
-	mounts, err := cgroup.ReadMounts(cfg.ProcRoot)
-	if err != nil {
-		return nil, err
 	}
 	kp, err := cgroup.OpenKubepods(mounts, cgroup.KubepodsConfig{Root: cfg.CgroupRoot, Layout: cgroup.LayoutConfig{KubepodsPath: cfg.CgroupParent}})
 	if err != nil {
@@ -115,7 +131,7 @@ func New(ctx context.Context, cfg Config, restCfg *rest.Config, log logr.Logger)
 	if cfg.KubeletPodResources != "" {
 		c.podres = &podResources{socket: cfg.KubeletPodResources}
 	}
-	c.restCfg = restCfg
+	c.dynamic = cl.dynamic
 	if cfg.Rightsizing.on() {
 		if err := c.newRightsizer(); err != nil {
 			return nil, err

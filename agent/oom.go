@@ -110,7 +110,11 @@ func (r *rightsizer) onOOM(ev oomwatch.Event) {
 			from = ev.Seen
 		}
 		if from > 0 {
-			r.c.metrics.oomLatency.Observe((monotonic() - from).Seconds())
+			d := monotonic() - from
+			r.c.metrics.oomLatency.Observe(d.Seconds())
+			if r.bumped != nil {
+				r.bumped(ev, d)
+			}
 		}
 	}
 	r.mu.Lock()

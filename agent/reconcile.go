@@ -17,10 +17,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -43,8 +43,8 @@ type controller struct {
 	statusQ  workqueue.TypedRateLimitingInterface[string] // annotation patches, off the cgroup path
 	pools    *pools.Manager
 	cgroups  *cgroup.Kubepods
-	rs       *rightsizer // nil when right-sizing is off
-	restCfg  *rest.Config
+	rs       *rightsizer                       // nil when right-sizing is off
+	dynamic  func() (dynamic.Interface, error) // the dynamic client, made when first needed
 	events   *eventLog
 	metrics  *metrics
 	log      logr.Logger

@@ -63,6 +63,9 @@ type rightsizer struct {
 	pendingRec map[string]pendingRecommendation
 	// due asks decideAll to run before the next round (a policy changed).
 	due chan struct{}
+	// bumped, when set (by the kernel benchmark), is told the latency of
+	// each OOM bump from the kill to the written limit.
+	bumped func(oomwatch.Event, time.Duration)
 }
 
 type ctrRef struct{ uid, container string }
@@ -624,7 +627,7 @@ func (r *rightsizer) watchPolicies(ctx context.Context) {
 		}
 		return
 	}
-	dyn, err := dynamic.NewForConfig(r.c.restCfg)
+	dyn, err := r.c.dynamic()
 	if err != nil {
 		r.c.log.Error(err, "RightsizePolicy client")
 		return

@@ -28,22 +28,6 @@ const (
 	kCID = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 )
 
-// sandboxMounts presents the sandbox as the hierarchy roots, so the layout
-// code resolves kubelet-style trees inside it exactly as on a node.
-func sandboxMounts(s *cgtest.Sandbox) cgroup.Mounts {
-	if s.Unified {
-		return cgroup.Mounts{Mode: cgroup.ModeUnified, Unified: cgroup.Mount{Point: s.Dirs[cgtest.V2], Root: "/"}}
-	}
-	m := cgroup.Mounts{Mode: cgroup.ModeV1, V1: map[string]cgroup.Mount{}}
-	for _, c := range []string{"cpu", "cpuacct", "cpuset", "memory"} {
-		m.V1[c] = cgroup.Mount{Point: s.Dirs[c], Root: "/"}
-	}
-	if d, ok := s.Dirs[cgtest.V2]; ok {
-		m.Mode, m.Unified = cgroup.ModeHybrid, cgroup.Mount{Point: d, Root: "/"}
-	}
-	return m
-}
-
 type kpod struct {
 	s        *cgtest.Sandbox
 	pod, ctr cgroup.Dirs
@@ -66,7 +50,7 @@ func newPodDriver(t testing.TB, driver cgroup.Driver) kpod {
 		name = "cri-containerd-" + kCID + ".scope"
 	}
 	_, ctrs := s.MkdirPod(string(driver), "Burstable", kUID, name)
-	l, err := cgroup.NewLayout(sandboxMounts(s), cgroup.LayoutConfig{})
+	l, err := cgroup.NewLayout(s.AsRoots(), cgroup.LayoutConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

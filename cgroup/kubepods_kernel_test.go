@@ -27,7 +27,7 @@ import (
 func openKubepods(t *testing.T, driver string) (*cgtest.KubeletTree, *cgroup.Kubepods) {
 	tier.Kernel(t)
 	k := cgtest.NewKubeletTree(t, driver)
-	kp, err := cgroup.OpenKubepods(sandboxMounts(k.SB), cgroup.KubepodsConfig{Root: "/sys/fs/cgroup", Layout: cgroup.LayoutConfig{KubepodsPath: "/" + k.KubepodsName}})
+	kp, err := cgroup.OpenKubepods(k.SB.AsRoots(), cgroup.KubepodsConfig{Root: "/sys/fs/cgroup", Layout: cgroup.LayoutConfig{KubepodsPath: "/" + k.KubepodsName}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestKernelV2ControllersRequired(t *testing.T) {
 // through.
 func TestKernelKubepodsRefusesOtherRoot(t *testing.T) {
 	k, _ := openKubepods(t, "cgroupfs")
-	_, err := cgroup.OpenKubepods(sandboxMounts(k.SB), cgroup.KubepodsConfig{Root: "/elsewhere", Layout: cgroup.LayoutConfig{KubepodsPath: "/" + k.KubepodsName}})
+	_, err := cgroup.OpenKubepods(k.SB.AsRoots(), cgroup.KubepodsConfig{Root: "/elsewhere", Layout: cgroup.LayoutConfig{KubepodsPath: "/" + k.KubepodsName}})
 	if !errors.Is(err, cgroup.ErrLayout) || !strings.Contains(err.Error(), "/elsewhere") {
 		t.Fatalf("err = %v, want ErrLayout naming the root", err)
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/cgpilot/cgpilot/cgroup"
 )
 
 // KubeletTree is a kubelet-style kubepods tree (cgroupfs or systemd
@@ -181,4 +183,24 @@ func Allowed(t testing.TB, pid int) string {
 	}
 	t.Fatalf("no Cpus_allowed_list for pid %d", pid)
 	return ""
+}
+
+// AsRoots presents the sandbox's directories as the hierarchy roots, so
+// that code resolving kubelet-style trees finds them inside the sandbox
+// exactly as on a node, whichever cgroup the test process sits in per
+// hierarchy (its memory cgroup often differs from its cpu cgroup).
+func (s *Sandbox) AsRoots() cgroup.Mounts {
+	if s.Unified {
+		return cgroup.Mounts{Mode: cgroup.ModeUnified, Unified: cgroup.Mount{Point: s.Dirs[V2], Root: "/"}}
+	}
+	m := cgroup.Mounts{Mode: cgroup.ModeV1, V1: map[string]cgroup.Mount{}}
+	for _, c := range []string{"cpu", "cpuacct", "cpuset", "memory"} {
+		if d, ok := s.Dirs[c]; ok {
+			m.V1[c] = cgroup.Mount{Point: d, Root: "/"}
+		}
+	}
+	if d, ok := s.Dirs[V2]; ok {
+		m.Mode, m.Unified = cgroup.ModeHybrid, cgroup.Mount{Point: d, Root: "/"}
+	}
+	return m
 }
