@@ -123,12 +123,6 @@ func (b TestBed) HelmValues() (map[string]any, error) {
 	return v, nil
 }
 
-// Overlay file names WriteOverlay writes.
-const (
-	overlayKustomization = "kustomization.yaml"
-	overlayPatch         = "testbed-patch.yaml"
-)
-
 // WriteOverlay writes a kustomize overlay of root's deploy/kustomize into
 // dir (created if missing): `kubectl apply -k dir` then deploys the base
 // with the test bed's changes. The DaemonSet patch names every argument
