@@ -26,6 +26,8 @@ func event(typ, ns, kind, name, reason string) corev1.Event {
 func TestWarnings(t *testing.T) {
 	evs := &corev1.EventList{Items: []corev1.Event{
 		event(corev1.EventTypeWarning, "", "Node", "cgpilot-node", "CgroupV1"),
+		event(corev1.EventTypeWarning, "default", "Service", "kubernetes", "ClusterIPNotAllocated"),
+		event(corev1.EventTypeWarning, "default", "Service", "web", "ClusterIPNotAllocated"),
 		event(corev1.EventTypeWarning, Namespace, "Pod", HogPod, "OOMKilled"),
 		event(corev1.EventTypeWarning, Namespace, "Pod", "web-1", "OOMKilled"),
 		event(corev1.EventTypeWarning, agentNS, "Pod", "cgpilot-agent-x", "Unhealthy"),
@@ -36,10 +38,10 @@ func TestWarnings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(expected) != 2 || len(others) != 3 {
-		t.Fatalf("expected %q, others %q: want 2 and 3", expected, others)
+	if len(expected) != 3 || len(others) != 4 {
+		t.Fatalf("expected %q, others %q: want 3 and 4", expected, others)
 	}
-	for _, want := range []string{"demo/Pod/web-1 OOMKilled", "cgpilot-system/Pod/cgpilot-agent-x Unhealthy", "demo/Pod/hog MemoryRaiseFailed"} {
+	for _, want := range []string{"demo/Pod/web-1 OOMKilled", "default/Service/web ClusterIPNotAllocated", "cgpilot-system/Pod/cgpilot-agent-x Unhealthy", "demo/Pod/hog MemoryRaiseFailed"} {
 		if !strings.Contains(strings.Join(others, "\n"), want) {
 			t.Errorf("others %q lack %q", others, want)
 		}

@@ -207,12 +207,12 @@ func TestDemoUpAndDown(t *testing.T) {
 		t.Errorf("agent topology source %q (%v): want discovery from sysfs/procfs, not the lowest-id fallback", pools.TopologySource, err)
 	}
 
-	// deploy/kustomize is what `kubectl apply -k` accepts as it is (server-side
-	// dry run: validation and admission, nothing changed).
-	if b, err := exec.Command(filepath.Join(bins, "kubectl"), "--kubeconfig", res.Kubeconfig, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-k", filepath.Join(root, "deploy", "kustomize")).CombinedOutput(); err != nil {
+	// deploy/kustomize is what `kubectl apply -k` accepts as it is (a dry
+	// run on the server: validation and admission, nothing changed).
+	if b, err := exec.Command(filepath.Join(bins, "kubectl"), "--kubeconfig", res.Kubeconfig, "apply", "--dry-run=server", "-k", filepath.Join(root, "deploy", "kustomize")).CombinedOutput(); err != nil {
 		t.Errorf("kubectl apply --dry-run=server -k deploy/kustomize: %v\n%s", err, b)
 	} else {
-		t.Logf("kubectl apply --server-side --dry-run=server -k deploy/kustomize:\n%s", strings.TrimSpace(string(b)))
+		t.Logf("kubectl apply --dry-run=server -k deploy/kustomize:\n%s", strings.TrimSpace(string(b)))
 	}
 
 	// No Warning Event but the expected ones, also after the demo's own check.
