@@ -38,6 +38,24 @@ func overlayObjects(t *testing.T, b TestBed) (*appsv1.DaemonSet, *corev1.ConfigM
 	return agentDaemonSet(t, objs), typed(t, Find(objs, "ConfigMap", AgentName), &corev1.ConfigMap{}), norm
 }
 
+// helmNormalized is helm template with values, Normalized.
+func helmNormalized(t *testing.T, helm, root string, values map[string]any) map[string]map[string]any {
+	t.Helper()
+	b, err := Helm(context.Background(), helm, root, Namespace, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := Normalize(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 // TestTestBedOverlay: the overlay changes exactly what TestBed says, and
 // keeps every other argument, mount and setting of the base.
 func TestTestBedOverlay(t *testing.T) {
@@ -119,19 +137,7 @@ func TestTestBedHelmMatchesOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	v["createNamespace"] = true
-	b, err := Helm(context.Background(), helm, repoRoot(t), Namespace, v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := Normalize(objs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := Diff("overlay", k, "helm", h); d != "" {
+	if d := Diff("overlay", k, "helm", helmNormalized(t, helm, repoRoot(t), v)); d != "" {
 		t.Errorf("helm with the test bed's values differs from the overlay:\n%s", d)
 	}
 }
