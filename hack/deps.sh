@@ -25,6 +25,13 @@ pkgs=$NODE_PKGS
 steps=2
 if [ "$what" != demo ]; then pkgs="$pkgs $TEST_PKGS"; steps=3; fi
 
+# The demo runs a real kubelet and containerd: nothing to install for a
+# user who cannot run it.
+if [ "$what" = demo ] && [ "$(id -u)" != 0 ]; then
+  echo "deps: make demo runs a real kubelet and containerd: run it as root (sudo make demo)" >&2
+  exit 1
+fi
+
 start=$(date +%s%N)
 ms() { echo "$(( ($(date +%s%N) - $1) / 1000000 ))ms"; }
 rc=0
