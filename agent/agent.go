@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,10 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -25,6 +23,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cgpilot/cgpilot/agent/kube"
 	"github.com/cgpilot/cgpilot/agent/pools"
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/cgroup"
@@ -60,7 +59,7 @@ func New(ctx context.Context, cfg Config, restCfg *rest.Config, log logr.Logger)
 	if restCfg.QPS == 0 {
 		restCfg.QPS, restCfg.Burst = 50, 100
 	}
-	cs, err := kubernetes.NewForConfig(restCfg)
+	kc, err := kube.New(restCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -68,24 +67,16 @@ func New(ctx context.Context, cfg Config, restCfg *rest.Config, log logr.Logger)
 	if err != nil {
 		return nil, err
 	}
-	return newAgent(ctx, cfg, clients{cs: cs, dynamic: func() (dynamic.Interface, error) { return dynamic.NewForConfig(restCfg) }}, mounts, log)
+	return newAgent(ctx, cfg, kc, mounts, log)
 }
 
-// clients are the agent's ways to the API server: typed, and dynamic for
-// the RightsizePolicy CRD (made once the CRD is served).
-type clients struct {
-	cs      kubernetes.Interface
-	dynamic func() (dynamic.Interface, error)
-}
-
-// newAgent is New with its clients and cgroup mounts given, so that the
+// newAgent is New with its API client and cgroup mounts given, so that the
 // kernel tests can run the whole agent on real cgroups (in the v2 VM too,
-// where no API server runs) with a fake clientset.
-func newAgent(ctx context.Context, cfg Config, cl clients, mounts cgroup.Mounts, log logr.Logger) (*Agent, error) {
+// where no API server runs) with a fake clientset (kube/kubetest).
+func newAgent(ctx context.Context, cfg Config, kc kube.Interface, mounts cgroup.Mounts, log logr.Logger) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cs := cl.cs
 	if cfg.NodeName == "" {
 		return nil, fmt.Errorf("%w: node name empty: set NODE_NAME (downward API) or --node-name", ErrInvalidConfig)
 	}
@@ -109,14 +100,14 @@ func newAgent(ctx context.Context, cfg Config, cl clients, mounts cgroup.Mounts,
 	}
 	m := newMetrics()
 	bc := record.NewBroadcaster(record.WithContext(ctx))
-	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cgpilot-agent", Host: cfg.NodeName})
-	factory, inf, err := newPodInformer(cs, cfg.NodeName, cfg.ResyncPeriod)
+	bc.StartRecordingToSink(kc.Events())
+	rec := bc.NewRecorder(kube.Scheme, corev1.EventSource{Component: "cgpilot-agent", Host: cfg.NodeName})
+	inf, err := newPodInformer(kc, cfg.NodeName, cfg.ResyncPeriod)
 	if err != nil {
 		return nil, err
 	}
 	c := &controller{
-		cfg: cfg, cs: cs, lister: factory.Core().V1().Pods().Lister(), indexer: inf.GetIndexer(),
+		cfg: cfg, kube: kc, lister: corelisters.NewPodLister(inf.GetIndexer()), indexer: inf.GetIndexer(),
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-pods"}),
 		statusQ: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-status"}),
 		pending: map[string]pendingStatus{},
@@ -131,13 +122,12 @@ func newAgent(ctx context.Context, cfg Config, cl clients, mounts cgroup.Mounts,
 	if cfg.KubeletPodResources != "" {
 		c.podres = &podResources{socket: cfg.KubeletPodResources}
 	}
-	c.dynamic = cl.dynamic
 	if cfg.Rightsizing.on() {
 		if err := c.newRightsizer(); err != nil {
 			return nil, err
 		}
 	}
-	c.factory, c.informer = factory, inf
+	c.informer = inf
 	if err := c.addHandlers(inf); err != nil {
 		return nil, err
 	}
@@ -218,6 +208,10 @@ func (c *controller) run(ctx context.Context) error {
 		w.Write([]byte("ok\n"))
 	})
 	health.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
+	if c.cfg.Profiling {
+		health.HandleFunc("/debug/pprof/", pprof.Index)
+		health.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	}
 	hs := &http.Server{Addr: c.cfg.HealthAddr, Handler: health, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 3)
 	if c.cfg.HealthAddr != "" {
@@ -267,7 +261,19 @@ func (c *controller) run(ctx context.Context) error {
 		}
 	}()
 
-	c.factory.Start(ctx.Done())
+	ctx, cancel := context.WithCancel(ctx)
+	informerDone := make(chan struct{})
+	go func() {
+		defer close(informerDone)
+		c.informer.RunWithContext(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-informerDone
+		if c.rs != nil {
+			c.rs.informers.Wait()
+		}
+	}()
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
 		return fmt.Errorf("pod informer did not sync: %w", ctx.Err())
 	}

@@ -63,6 +63,8 @@ type Config struct {
 	// MetricsAddr, when set, serves /metrics alone on an address a
 	// cluster Prometheus can reach (the pod IP under hostNetwork).
 	MetricsAddr string `json:"-"`
+	// Profiling serves Go's /debug/pprof on HealthAddr.
+	Profiling bool `json:"-"`
 	// InterruptsPath is the host's /proc/interrupts when it is not under
 	// ProcRoot (an unprivileged container sees a masked copy there).
 	InterruptsPath string `json:"-"`

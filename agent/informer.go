@@ -5,12 +5,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cgpilot/cgpilot/agent/kube"
 	"github.com/cgpilot/cgpilot/cgroup"
 )
 
@@ -22,18 +20,25 @@ const uidIndex = "uid"
 
 // newPodInformer watches only this node's pods (spec.nodeName field
 // selector), indexed by UID for the cgroup watcher.
-func newPodInformer(cs kubernetes.Interface, nodeName string, resync time.Duration) (informers.SharedInformerFactory, cache.SharedIndexInformer, error) {
-	f := informers.NewSharedInformerFactoryWithOptions(cs, resync, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
-	}))
-	inf := f.Core().V1().Pods().Informer()
-	err := inf.AddIndexers(cache.Indexers{uidIndex: func(obj any) ([]string, error) {
-		if p, ok := obj.(*corev1.Pod); ok {
-			return []string{string(p.UID)}, nil
+func newPodInformer(kc kube.Interface, nodeName string, resync time.Duration) (cache.SharedIndexInformer, error) {
+	inf := cache.NewSharedIndexInformer(kc.Pods(nodeName), &corev1.Pod{}, resync, cache.Indexers{
+		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+		uidIndex: func(obj any) ([]string, error) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				return []string{string(p.UID)}, nil
+			}
+			return nil, nil
+		},
+	})
+	// The agent never reads managedFields: dropping them before the cache
+	// saves about a third of each cached pod.
+	err := inf.SetTransform(func(obj any) (any, error) {
+		if m, ok := obj.(metav1.Object); ok {
+			m.SetManagedFields(nil)
 		}
-		return nil, nil
-	}})
-	return f, inf, err
+		return obj, nil
+	})
+	return inf, err
 }
 
 // addHandlers turns informer events into workqueue keys.

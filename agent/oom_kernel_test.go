@@ -26,11 +26,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	fakediscovery "k8s.io/client-go/discovery/fake"
-	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/cgpilot/cgpilot/agent/kube/kubetest"
 	"github.com/cgpilot/cgpilot/agent/oomwatch"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
 	"github.com/cgpilot/cgpilot/test/cgtest"
@@ -94,7 +94,7 @@ func newOOMBed(t testing.TB, backend string) *oomBed {
 	cfg.Rightsizing.OOMWatch = backend
 
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := newAgent(ctx, cfg, clients{cs: cs, dynamic: func() (dynamic.Interface, error) { return dyn, nil }},
+	a, err := newAgent(ctx, cfg, kubetest.New(cs, dyn),
 		k.SB.AsRoots(), testr.NewWithInterface(t, testr.Options{}))
 	if err != nil {
 		cancel()

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -13,12 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cgpilot/cgpilot/agent/kube"
 	"github.com/cgpilot/cgpilot/agent/rightsize"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
 	"github.com/cgpilot/cgpilot/recommend"
@@ -43,16 +42,16 @@ type compiledPolicy struct {
 // policyIndex keeps the compiled policies, fed by a dynamic informer, and
 // the namespaces' labels, fed by a namespace informer.
 type policyIndex struct {
-	mu       sync.RWMutex
-	byName   map[string]*compiledPolicy
-	nsLister corelisters.NamespaceLister
-	informer cache.SharedIndexInformer
-	onChange func()
+	mu         sync.RWMutex
+	byName     map[string]*compiledPolicy
+	namespaces cache.SharedIndexInformer // namespaces' metadata, for namespaceSelector
+	informer   cache.SharedIndexInformer
+	onChange   func()
 }
 
-func newPolicyIndex(dyn dynamic.Interface, nsFactory informers.SharedInformerFactory, resync time.Duration, onChange func()) (*policyIndex, error) {
-	pi := &policyIndex{byName: map[string]*compiledPolicy{}, nsLister: nsFactory.Core().V1().Namespaces().Lister(), onChange: onChange}
-	nsInf := nsFactory.Core().V1().Namespaces().Informer()
+func newPolicyIndex(kc kube.Interface, resync time.Duration, onChange func()) (*policyIndex, error) {
+	nsInf := cache.NewSharedIndexInformer(kc.Namespaces(), &metav1.PartialObjectMetadata{}, resync, nil)
+	pi := &policyIndex{byName: map[string]*compiledPolicy{}, namespaces: nsInf, onChange: onChange}
 	if _, err := nsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { pi.changed() },
 		UpdateFunc: func(old, obj any) { pi.nsChanged(old, obj) },
@@ -60,8 +59,15 @@ func newPolicyIndex(dyn dynamic.Interface, nsFactory informers.SharedInformerFac
 	}); err != nil {
 		return nil, err
 	}
-	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, resync)
-	pi.informer = f.ForResource(rightsizeGVR).Informer()
+	policies := kc.Dynamic().Resource(rightsizeGVR)
+	pi.informer = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return policies.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return policies.Watch(ctx, o)
+		},
+	}, kc.Dynamic()), &unstructured.Unstructured{}, resync, nil)
 	if _, err := pi.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { pi.upsert(obj) },
 		UpdateFunc: func(_, obj any) { pi.upsert(obj) },
@@ -190,10 +196,11 @@ func resourceOverrides(rp *v1alpha1.ResourcePolicy, amount func(resource.Quantit
 
 // match returns the valid policies selecting pod p, sorted by name.
 func (pi *policyIndex) match(p *corev1.Pod) []*rightsize.Policy {
-	ns, err := pi.nsLister.Get(p.Namespace)
 	var nsLabels labels.Set
-	if err == nil {
-		nsLabels = ns.Labels
+	if obj, ok, _ := pi.namespaces.GetStore().GetByKey(p.Namespace); ok {
+		if ns, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			nsLabels = ns.Labels
+		}
 	}
 	pi.mu.RLock()
 	defer pi.mu.RUnlock()
@@ -242,14 +249,12 @@ func (pi *policyIndex) all() []*compiledPolicy {
 var errRightsizeAPIAbsent = errors.New("the RightsizePolicy CRD (cgpilot.io/v1alpha1) is not installed")
 
 // rightsizeAPIPresent asks discovery whether the CRD is served.
-func rightsizeAPIPresent(disc interface {
-	ServerResourcesForGroupVersion(string) (*metav1.APIResourceList, error)
-}) error {
-	list, err := disc.ServerResourcesForGroupVersion(v1alpha1.SchemeGroupVersion.String())
+func rightsizeAPIPresent(ctx context.Context, kc kube.Interface) error {
+	list, err := kc.Resources(ctx, v1alpha1.SchemeGroupVersion.String())
 	if err != nil {
 		return fmt.Errorf("%w: %v", errRightsizeAPIAbsent, err)
 	}
-	for _, r := range list.APIResources {
+	for _, r := range list {
 		if r.Name == rightsizeGVR.Resource {
 			return nil
 		}

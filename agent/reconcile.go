@@ -15,15 +15,12 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/cgpilot/cgpilot/agent/kube"
 	"github.com/cgpilot/cgpilot/agent/pools"
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/cgroup"
@@ -32,10 +29,12 @@ import (
 // controller reconciles pods into pools: it pops a key from the workqueue,
 // lets the pools plan and apply, then reports (status annotation, Event,
 // metrics) and requeues on failure.
+// fieldManager names the agent's writes in managedFields.
+const fieldManager = "cgpilot-agent"
+
 type controller struct {
 	cfg      Config
-	cs       kubernetes.Interface
-	factory  informers.SharedInformerFactory
+	kube     kube.Interface
 	informer cache.SharedIndexInformer
 	lister   corelisters.PodLister
 	indexer  cache.Indexer
@@ -43,8 +42,7 @@ type controller struct {
 	statusQ  workqueue.TypedRateLimitingInterface[string] // annotation patches, off the cgroup path
 	pools    *pools.Manager
 	cgroups  *cgroup.Kubepods
-	rs       *rightsizer                       // nil when right-sizing is off
-	dynamic  func() (dynamic.Interface, error) // the dynamic client, made when first needed
+	rs       *rightsizer // nil when right-sizing is off
 	events   *eventLog
 	metrics  *metrics
 	log      logr.Logger
@@ -365,8 +363,7 @@ func (c *controller) patchStatus(ctx context.Context, pod *corev1.Pod, res pendi
 		return nil
 	}
 	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann, "uid": string(pod.UID)}})
-	_, err := c.cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "cgpilot-agent"})
-	return err
+	return c.kube.PatchPod(ctx, pod.Namespace, pod.Name, types.MergePatchType, body, fieldManager)
 }
 
 // patchNode publishes the shared pool and the pool summary on the Node.
@@ -380,7 +377,7 @@ func (c *controller) patchNode(ctx context.Context) error {
 	if same {
 		return nil
 	}
-	if _, err := c.cs.CoreV1().Nodes().Patch(ctx, c.cfg.NodeName, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "cgpilot-agent"}); err != nil {
+	if err := c.kube.PatchNode(ctx, c.cfg.NodeName, types.MergePatchType, body, fieldManager); err != nil {
 		return err
 	}
 	c.mu.Lock()

@@ -11,10 +11,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/cgpilot/cgpilot/agent/kube"
 	"github.com/cgpilot/cgpilot/agent/pools"
 	"github.com/cgpilot/cgpilot/agent/rightsize"
 	local "github.com/cgpilot/cgpilot/api/local"
@@ -146,7 +146,7 @@ func (a *applier) applyOne(ctx context.Context, key string) error {
 		a.report(ref, ch, stateFailed, err)
 		return nil
 	}
-	_, err = a.c.cs.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, body, metav1.PatchOptions{FieldManager: "cgpilot-agent"}, "resize")
+	err = a.c.kube.PatchPod(ctx, ns, name, types.StrategicMergePatchType, body, fieldManager, "resize")
 	switch {
 	case err == nil:
 		done()
@@ -398,14 +398,12 @@ func resourcesEqual(a, b corev1.ResourceList) bool {
 }
 
 // resizeServed asks discovery whether the API server serves pods/resize.
-func resizeServed(disc interface {
-	ServerResourcesForGroupVersion(string) (*metav1.APIResourceList, error)
-}) (bool, error) {
-	list, err := disc.ServerResourcesForGroupVersion("v1")
+func resizeServed(ctx context.Context, kc kube.Interface) (bool, error) {
+	list, err := kc.Resources(ctx, "v1")
 	if err != nil {
 		return false, err
 	}
-	for _, r := range list.APIResources {
+	for _, r := range list {
 		if r.Name == "pods/resize" {
 			return true, nil
 		}
@@ -467,7 +465,7 @@ func (c *controller) patchAnnotations(ctx context.Context, pod *corev1.Pod, ann 
 	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann, "uid": string(pod.UID)}})
 	ctx, cancel := context.WithTimeout(ctx, patchTimeout)
 	defer cancel()
-	_, err := c.cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "cgpilot-agent"})
+	err := c.kube.PatchPod(ctx, pod.Namespace, pod.Name, types.MergePatchType, body, fieldManager)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone or replaced: nothing to report on
 	}

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgpilot/cgpilot/agent/collector"
@@ -50,6 +49,7 @@ type rightsizer struct {
 	// served (nil before): read by the workers, set by the sweep.
 	policiesP   atomic.Pointer[policyIndex]
 	dyn         dynamic.Interface // the RightsizePolicy client, set with policiesP
+	informers   sync.WaitGroup    // the policy and namespace informers, until ctx ends
 	warnedNoCRD bool
 	// statusWritten is when this node last wrote each policy's status
 	// entry, and what.
@@ -104,7 +104,7 @@ type rsContainer struct {
 }
 
 func newRightsizer(c *controller, e *rightsize.Engine, coll *collector.Collector, hist *history.Store, oom *oomwatch.Watcher) *rightsizer {
-	return &rightsizer{c: c, engine: e, coll: coll, hist: hist, oom: oom, owners: newOwnerCache(c.cs),
+	return &rightsizer{c: c, engine: e, coll: coll, hist: hist, oom: oom, owners: newOwnerCache(c.kube),
 		pods: map[string]*rsPod{}, dirs: map[string]ctrRef{}, last: map[string]lastSample{}, pendingRec: map[string]pendingRecommendation{},
 		due: make(chan struct{}, 1), statusWritten: map[string]nodeStatusMark{}}
 }
@@ -590,7 +590,7 @@ func (c *controller) newRightsizer() error {
 // RightsizePolicy CRD) and starts sampling, deciding, applying and the OOM
 // path; they stop with ctx.
 func (r *rightsizer) start(ctx context.Context) {
-	api, err := resizeServed(r.c.cs.Discovery())
+	api, err := resizeServed(ctx, r.c.kube)
 	switch {
 	case err != nil:
 		r.c.log.Error(err, "discovery failed; assuming pods/resize is served and retrying on failure")
@@ -620,30 +620,25 @@ func (r *rightsizer) watchPolicies(ctx context.Context) {
 	if r.policies() != nil {
 		return
 	}
-	if err := rightsizeAPIPresent(r.c.cs.Discovery()); err != nil {
+	if err := rightsizeAPIPresent(ctx, r.c.kube); err != nil {
 		if !r.warnedNoCRD {
 			r.c.log.Info("right-sizing waits for its API: sampling and history go on", "reason", err.Error())
 			r.warnedNoCRD = true
 		}
 		return
 	}
-	dyn, err := r.c.dynamic()
-	if err != nil {
-		r.c.log.Error(err, "RightsizePolicy client")
-		return
-	}
-	nsFactory := informers.NewSharedInformerFactory(r.c.cs, r.c.cfg.ResyncPeriod)
-	pi, err := newPolicyIndex(dyn, nsFactory, r.c.cfg.ResyncPeriod, r.policyChanged)
+	pi, err := newPolicyIndex(r.c.kube, r.c.cfg.ResyncPeriod, r.policyChanged)
 	if err != nil {
 		r.c.log.Error(err, "RightsizePolicy informer")
 		return
 	}
-	nsFactory.Start(ctx.Done())
-	go pi.informer.Run(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), pi.informer.HasSynced, nsFactory.Core().V1().Namespaces().Informer().HasSynced) {
+	r.informers.Add(2)
+	go func() { defer r.informers.Done(); pi.namespaces.RunWithContext(ctx) }()
+	go func() { defer r.informers.Done(); pi.informer.RunWithContext(ctx) }()
+	if !cache.WaitForCacheSync(ctx.Done(), pi.informer.HasSynced, pi.namespaces.HasSynced) {
 		return
 	}
-	r.dyn = dyn
+	r.dyn = r.c.kube.Dynamic()
 	r.policiesP.Store(pi)
 	r.c.log.Info("RightsizePolicies watched", "policies", len(pi.all()))
 	r.policyChanged()

@@ -8,8 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/cgpilot/cgpilot/agent/kube"
 )
 
 // workload.go: which workload a pod belongs to, so the pods of one
@@ -24,8 +26,8 @@ type workloadRef string
 // ownerCache resolves and remembers the owners of ReplicaSets and Jobs
 // (one GET each, the first time a pod of theirs is seen).
 type ownerCache struct {
-	cs kubernetes.Interface
-	mu sync.Mutex
+	kube kube.Interface
+	mu   sync.Mutex
 	// parents maps an intermediate owner's UID to its own controller (or
 	// to itself when it has none).
 	parents map[types.UID]parentRef
@@ -40,9 +42,15 @@ type parentRef struct {
 // adopted by another Deployment is rare, a deleted one common).
 const ownerTTL = 30 * time.Minute
 
-func newOwnerCache(cs kubernetes.Interface) *ownerCache {
-	return &ownerCache{cs: cs, parents: map[types.UID]parentRef{}}
+func newOwnerCache(kc kube.Interface) *ownerCache {
+	return &ownerCache{kube: kc, parents: map[types.UID]parentRef{}}
 }
+
+// The intermediate owners resolved, read as metadata only.
+var (
+	replicaSetsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}
+	jobsGVR        = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
+)
 
 func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
 	for i := range refs {
@@ -79,26 +87,11 @@ func (o *ownerCache) parent(ctx context.Context, ns string, ref *metav1.OwnerRef
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	var owners []metav1.OwnerReference
-	var err error
-	switch ref.Kind {
-	case "ReplicaSet":
-		var rs interface {
-			GetOwnerReferences() []metav1.OwnerReference
-		}
-		rs, err = o.cs.AppsV1().ReplicaSets(ns).Get(ctx, ref.Name, metav1.GetOptions{})
-		if err == nil {
-			owners = rs.GetOwnerReferences()
-		}
-	case "Job":
-		var job interface {
-			GetOwnerReferences() []metav1.OwnerReference
-		}
-		job, err = o.cs.BatchV1().Jobs(ns).Get(ctx, ref.Name, metav1.GetOptions{})
-		if err == nil {
-			owners = job.GetOwnerReferences()
-		}
+	gvr := replicaSetsGVR
+	if ref.Kind == "Job" {
+		gvr = jobsGVR
 	}
+	owners, err := o.kube.OwnerReferences(ctx, gvr, ns, ref.Name)
 	switch {
 	case err == nil:
 		pr = parentRef{kind: ref.Kind, name: ref.Name, at: time.Now()}

@@ -104,23 +104,38 @@ func writeFile(dir, name, value string) error {
 
 // heldFile is a cgroup file kept open for repeated pread at offset 0: one
 // syscall per sample, no stat (cgroup file sizes are meaningless), no
-// allocation.
+// allocation. It holds the bare descriptor and the directory (shared with
+// the Reader's other files) rather than an *os.File and its path: a node
+// with 1,000 containers holds 6,000 to 9,000 of them.
 type heldFile struct {
-	f    *os.File
-	fd   int
-	path string
+	fd        int // -1 when not open
+	dir, name string
 }
 
 func openHeld(dir, name string) (heldFile, error) {
 	if err := checkName(dir, name); err != nil {
-		return heldFile{}, err
+		return heldFile{fd: -1}, err
 	}
+	// cgroups.OpenFile resolves the name beneath the cgroupfs root
+	// (openat2); the descriptor is then ours alone.
 	f, err := cgroups.OpenFile(dir, name, unix.O_RDONLY)
 	if err != nil {
-		return heldFile{}, fileErr("open", filepath.Join(dir, name), "", err, ErrRead)
+		return heldFile{fd: -1}, fileErr("open", filepath.Join(dir, name), "", err, ErrRead)
 	}
-	return heldFile{f: f, fd: int(f.Fd()), path: f.Name()}, nil
+	defer f.Close()
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return heldFile{fd: -1}, fileErr("open", f.Name(), "", err, ErrRead)
+	}
+	fd := -1
+	cerr := sc.Control(func(raw uintptr) { fd, err = unix.FcntlInt(raw, unix.F_DUPFD_CLOEXEC, 0) })
+	if err = errors.Join(cerr, err); err != nil {
+		return heldFile{fd: -1}, fileErr("open", f.Name(), "", err, ErrRead)
+	}
+	return heldFile{fd: fd, dir: dir, name: name}, nil
 }
+
+func (h *heldFile) path() string { return filepath.Join(h.dir, h.name) }
 
 // read fills buf from offset 0 with a single pread. A file that fills the
 // whole buffer may have been cut short, which is an error, not a silent
@@ -128,22 +143,22 @@ func openHeld(dir, name string) (heldFile, error) {
 func (h *heldFile) read(buf []byte) ([]byte, error) {
 	n, err := unix.Pread(h.fd, buf, 0)
 	if err != nil {
-		return nil, fileErr("read", h.path, "", err, ErrRead)
+		return nil, fileErr("read", h.path(), "", err, ErrRead)
 	}
 	if n == len(buf) {
-		return nil, &FileError{Op: "read", Path: h.path, Kind: ErrRead, Err: errors.New("file larger than read buffer")}
+		return nil, &FileError{Op: "read", Path: h.path(), Kind: ErrRead, Err: errors.New("file larger than read buffer")}
 	}
 	return buf[:n], nil
 }
 
-func (h *heldFile) open() bool { return h.f != nil }
+func (h *heldFile) open() bool { return h.fd >= 0 }
 
 func (h *heldFile) close() error {
-	if h.f == nil {
+	if h.fd < 0 {
 		return nil
 	}
-	err := h.f.Close()
-	h.f = nil
+	err := unix.Close(h.fd)
+	h.fd = -1
 	return err
 }
 

@@ -37,6 +37,9 @@ type Reader struct {
 // optional.
 func OpenReader(d Dirs) (*Reader, error) {
 	r := &Reader{unified: d.Unified}
+	for _, h := range r.files() {
+		h.fd = -1
+	}
 	usage, limit, stat, events := memoryFiles(d.Unified)
 	type spec struct {
 		dst      *heldFile
@@ -94,33 +97,33 @@ func (r *Reader) Read(s *Stats) error {
 		return err
 	}
 	if err := parseCPUStat(b, r.unified, s); err != nil {
-		return wrapParse(r.cpuStat.path, b, err)
+		return wrapParse(r.cpuStat.path(), b, err)
 	}
 	if !r.unified {
 		if b, err = r.cpuUsage.read(buf); err != nil {
 			return err
 		}
 		if s.CPUUsageNs, err = parseUint(trimSpace(b)); err != nil {
-			return wrapParse(r.cpuUsage.path, b, err)
+			return wrapParse(r.cpuUsage.path(), b, err)
 		}
 	}
 	if b, err = r.memUsage.read(buf); err != nil {
 		return err
 	}
 	if s.MemoryUsage, err = parseUint(trimSpace(b)); err != nil {
-		return wrapParse(r.memUsage.path, b, err)
+		return wrapParse(r.memUsage.path(), b, err)
 	}
 	if b, err = r.memLimit.read(buf); err != nil {
 		return err
 	}
 	if s.MemoryLimit, s.MemoryUnlimited, err = parseMemoryLimit(b); err != nil {
-		return wrapParse(r.memLimit.path, b, err)
+		return wrapParse(r.memLimit.path(), b, err)
 	}
 	if b, err = r.memStat.read(buf); err != nil {
 		return err
 	}
 	if s.InactiveFile, err = parseMemoryStat(b, r.unified); err != nil {
-		return wrapParse(r.memStat.path, b, err)
+		return wrapParse(r.memStat.path(), b, err)
 	}
 	if s.MemoryUsage > s.InactiveFile {
 		s.WorkingSet = s.MemoryUsage - s.InactiveFile
@@ -130,7 +133,7 @@ func (r *Reader) Read(s *Stats) error {
 			return err
 		}
 		if s.OOMKills, s.HasOOMKills, err = parseOOMKills(b); err != nil {
-			return wrapParse(r.oom.path, b, err)
+			return wrapParse(r.oom.path(), b, err)
 		}
 	}
 	if r.psi[0].open() {
@@ -140,7 +143,7 @@ func (r *Reader) Read(s *Stats) error {
 				return err
 			}
 			if err := parsePSI(b, dst[i]); err != nil {
-				return wrapParse(r.psi[i].path, b, err)
+				return wrapParse(r.psi[i].path(), b, err)
 			}
 		}
 		s.HasPSI = true
@@ -148,10 +151,14 @@ func (r *Reader) Read(s *Stats) error {
 	return nil
 }
 
+func (r *Reader) files() [9]*heldFile {
+	return [9]*heldFile{&r.cpuUsage, &r.cpuStat, &r.memUsage, &r.memLimit, &r.memStat, &r.oom, &r.psi[0], &r.psi[1], &r.psi[2]}
+}
+
 // Close closes every held file. The Reader must not be used afterwards.
 func (r *Reader) Close() error {
 	var errs []error
-	for _, h := range []*heldFile{&r.cpuUsage, &r.cpuStat, &r.memUsage, &r.memLimit, &r.memStat, &r.oom, &r.psi[0], &r.psi[1], &r.psi[2]} {
+	for _, h := range r.files() {
 		if err := h.close(); err != nil {
 			errs = append(errs, err)
 		}

@@ -21,6 +21,9 @@
 #   aggregator/...      reserved for the cluster aggregator: never imports
 #                       agent (agents and the aggregator meet in api/*)
 #   cmd/cgpilotctl      must not link client-go (it talks to the socket)
+#   cmd/cgpilot-agent   must not link client-go's clientset, discovery or
+#                       informer factories (agent/kube says why); only
+#                       tests import agent/kube/kubetest
 #
 # Also: every package has a package doc comment, and every .go file that
 # touches /sys, /proc or cgroupfs requires linux in its build constraint.
@@ -80,6 +83,7 @@ done
 deps_rule agent/oomwatch "agent/oomwatch/..." "^k8s\.io/|^$mod/(agent|cmd|api|aggregator|topology|recommend)(/|$)" "$cpuset"
 deps_rule aggregator "aggregator/..." "^$mod/agent(/|$)"
 deps_rule cmd/cgpilotctl "cmd/cgpilotctl" "^k8s\.io/client-go(/|$)"
+deps_rule cmd/cgpilot-agent "cmd/cgpilot-agent" "^k8s\.io/client-go/(kubernetes|discovery|informers|dynamic/dynamicinformer|metadata/metadatainformer)(/|$)|^$mod/agent/kube/kubetest$"
 
 # ---- only cmd/* and test/* import agent; agent's sub-packages never do
 while IFS='|' read -r pkg imports; do

@@ -64,7 +64,7 @@ func BenchmarkIngest(b *testing.B) {
 	for _, tc := range []struct {
 		preset   string
 		distinct bool
-	}{{DefaultPreset, false}, {"vpa", false}, {DefaultPreset, true}} {
+	}{{DefaultPreset, false}, {"vpa", false}, {FleetPreset, false}, {DefaultPreset, true}} {
 		name := "recorder-Add-" + tc.preset
 		if tc.distinct {
 			name += "-distinct-times"
@@ -199,15 +199,50 @@ func BenchmarkReplayMonth(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Run("replay-policy-and-control", func(b *testing.B) {
-		cpu0 := processCPUSeconds()
-		for b.Loop() {
-			if _, err := Replay(tr, ReplayOptions{Policy: mustPreset(b, DefaultPreset), Control: mustPreset(b, "vpa"), Warmup: 24 * time.Hour}); err != nil {
-				b.Fatal(err)
-			}
+	for _, preset := range []string{DefaultPreset, FleetPreset} {
+		name := "replay-policy-and-control"
+		if preset != DefaultPreset {
+			name += "-" + preset
 		}
-		reportRate(b, cpu0, float64(tr.Rows)*float64(b.N), "rows")
-	})
+		b.Run(name, func(b *testing.B) {
+			cpu0 := processCPUSeconds()
+			for b.Loop() {
+				if _, err := Replay(tr, ReplayOptions{Policy: mustPreset(b, preset), Control: mustPreset(b, "vpa"), Warmup: 24 * time.Hour}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportRate(b, cpu0, float64(tr.Rows)*float64(b.N), "rows")
+		})
+	}
+}
+
+// A decision round of a node: Recommend for each of 1000 containers with
+// two days of 5-minute history, at a new hour each round. With the fleet
+// controller the round's first call also ticks it (hulls of all 1000
+// histograms, λ solved); the ratio to cgpilot-balanced is its cost.
+func BenchmarkDecisionRound(b *testing.B) {
+	for _, preset := range []string{DefaultPreset, FleetPreset} {
+		b.Run(preset, func(b *testing.B) {
+			r, _ := New(mustPreset(b, preset))
+			ids := make([]string, 1000)
+			for c := range ids {
+				ids[c] = fmt.Sprintf("ns/pod-%d/c", c)
+				h := r.Recorder(ids[c])
+				for i := range 576 {
+					v := 0.01 * float64(1+(c*7+i*13)%300)
+					_ = h.Add(Sample{Time: t0.Add(time.Duration(i) * 5 * time.Minute), CPUCores: v, MemoryBytes: 1e8 * (1 + v)})
+				}
+			}
+			now := t0.Add(48 * time.Hour)
+			for b.Loop() {
+				for _, id := range ids {
+					r.Recommend(id, now)
+				}
+				now = now.Add(time.Hour)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/round")
+		})
+	}
 }
 
 // reportRate reports n per wall second and per CPU second of this process

@@ -29,9 +29,12 @@ import (
 // the repeated version makes an edit of the header alone fail.
 const (
 	// CheckpointVersion is the version SaveCheckpoint writes. Version 2
-	// adds each container's violation trackers (see tracker); version 1
-	// files still load, their trackers starting empty (migrateV1).
-	CheckpointVersion = 2
+	// adds each container's violation trackers (see tracker); version 3
+	// their counts since the fleet controllers' last tick and, after the
+	// containers, the controllers themselves (fleetState). Older files
+	// still load: version 1 trackers start empty (migrateV1), version 2
+	// fleets start unsolved and uncalibrated (migrateV2).
+	CheckpointVersion = 3
 	// MaxCheckpointBytes bounds what LoadCheckpoint reads.
 	MaxCheckpointBytes = 256 << 20
 	// MaxCheckpointContainers bounds the containers of one checkpoint.
@@ -107,7 +110,8 @@ func appendFloat(b []byte, v float64) []byte {
 // sample count, requests/limits, OOM kills, OOM limit and time, then either
 // (kind 0, cgpilot) per resource the histogram, an optional fast histogram,
 // the peak interval end, peak and target in force, or (kind 1, vpa) both
-// histograms and VPA's sample bookkeeping.
+// histograms and VPA's sample bookkeeping; then (version 3) both fleet
+// controllers.
 func (r *Recommender) encodePayload(b []byte, now time.Time) []byte {
 	b = binary.LittleEndian.AppendUint32(b, CheckpointVersion)
 	b = appendString(b, r.policy.Name)
@@ -117,7 +121,24 @@ func (r *Recommender) encodePayload(b []byte, now time.Time) []byte {
 	for id, c := range r.containers {
 		b = c.appendState(b, id)
 	}
+	for i := range r.fleet {
+		f := &r.fleet[i]
+		for _, v := range []float64{f.lambda, f.cv, f.cp, f.pred, f.viol, f.n} {
+			b = appendFloat(b, v)
+		}
+		b = appendTime(b, f.last)
+	}
 	return b
+}
+
+// fleet decodes (version 3) one fleet controller.
+func (d *decoder) fleet(f *fleetState) {
+	f.lambda, f.cv, f.cp, f.pred, f.viol, f.n = d.float(), d.float(), d.float(), d.float(), d.float(), d.float()
+	f.last = d.time()
+	if d.err == nil && (!validAmount(f.lambda) || !validAmount(f.cv) || !validAmount(f.cp) || !(f.pred >= 0 && f.pred <= 1) ||
+		!validAmount(f.viol) || !validAmount(f.n) || f.viol > f.n) {
+		d.fail("fleet controller out of range: λ %v, calibration %v/%v, predicted %v, rate %v/%v", f.lambda, f.cv, f.cp, f.pred, f.viol, f.n)
+	}
 }
 
 // appendState appends one container's checkpoint record.
@@ -166,7 +187,8 @@ func (c *container) appendState(b []byte, id string) []byte {
 }
 
 // appendTrackers appends (version 2) both trackers: target in force,
-// decayed violation and sample counts, last decay time, ε and margin.
+// decayed violation and sample counts, last decay time, ε and margin, and
+// (version 3) the counts since the fleet's last tick.
 func (c *container) appendTrackers(b []byte) []byte {
 	for _, t := range []*tracker{&c.cpuT, &c.memT} {
 		for _, v := range []float64{t.inForce, t.viol, t.n} {
@@ -175,17 +197,23 @@ func (c *container) appendTrackers(b []byte) []byte {
 		b = appendTime(b, t.last)
 		b = appendFloat(b, t.eps)
 		b = appendFloat(b, t.margin)
+		b = appendFloat(b, t.tickViol)
+		b = appendFloat(b, t.tickN)
 	}
 	return b
 }
 
-func (d *decoder) trackers(c *container) {
+func (d *decoder) trackers(c *container, version uint32) {
 	for _, t := range []*tracker{&c.cpuT, &c.memT} {
 		t.inForce, t.viol, t.n = d.float(), d.float(), d.float()
 		t.last = d.time()
 		t.eps, t.margin = d.float(), d.float()
+		if version >= 3 {
+			t.tickViol, t.tickN = d.float(), d.float()
+		}
 		if d.err == nil && (!validAmount(t.inForce) || !validAmount(t.viol) || !validAmount(t.n) || t.viol > t.n ||
-			!(t.eps >= 0 && t.eps <= 0.5) || !(t.margin >= 0 && t.margin <= maxObjectiveMargin)) {
+			!(t.eps >= 0 && t.eps <= 0.5) || !(t.margin >= 0 && t.margin <= maxObjectiveMargin) ||
+			!validAmount(t.tickViol) || !validAmount(t.tickN) || t.tickViol > t.tickN) {
 			d.fail("violation tracker out of range: %+v", *t)
 		}
 	}
@@ -256,9 +284,10 @@ func (r *Recommender) DecodeCheckpoint(name string, data []byte) error {
 	if !bytes.Equal(sum[:], data[12:44]) {
 		return &CorruptCheckpointError{Path: name, Want: "sha256:" + hex.EncodeToString(data[12:44]), Got: "sha256:" + hex.EncodeToString(sum[:])}
 	}
-	// Versions 1 and 2 share the layout up to the trackers that version 2
-	// appends per container; migrateV1 is the explicit conversion.
-	containers, err := r.decodePayload(binary.LittleEndian.Uint32(data[8:12]), payload)
+	// Versions 1, 2 and 3 share the layout up to the trackers that version
+	// 2 appends per container, the tick counts and fleets of version 3;
+	// migrateV1 and migrateV2 are the explicit conversions.
+	containers, fleet, err := r.decodePayload(binary.LittleEndian.Uint32(data[8:12]), payload)
 	if err != nil {
 		return corrupt("%v", err)
 	}
@@ -267,6 +296,10 @@ func (r *Recommender) DecodeCheckpoint(name string, data []byte) error {
 		c.detached = true
 	}
 	r.containers = containers
+	for i := range r.fleet {
+		f := &r.fleet[i]
+		f.lambda, f.cv, f.cp, f.pred, f.viol, f.n, f.last = fleet[i].lambda, fleet[i].cv, fleet[i].cp, fleet[i].pred, fleet[i].viol, fleet[i].n, fleet[i].last
+	}
 	r.mu.Unlock()
 	return nil
 }
@@ -325,10 +358,17 @@ func migrateV1(c *container) {
 	c.cpuT, c.memT = tracker{inForce: c.cpu.held}, tracker{inForce: c.mem.held}
 }
 
-func (r *Recommender) decodePayload(header uint32, raw []byte) (map[string]*container, error) {
+// migrateV2 brings the fleet controllers of a version 1 or 2 checkpoint to
+// version 3: they start unsolved and uncalibrated (λ is solved again at the
+// next step from the restored histograms; κ starts at 1), and the
+// containers' counts since the last tick start at zero.
+func migrateV2() [2]fleetState { return [2]fleetState{} }
+
+func (r *Recommender) decodePayload(header uint32, raw []byte) (map[string]*container, [2]fleetState, error) {
+	var fleet [2]fleetState
 	d := &decoder{buf: raw, kind: ErrCheckpoint}
 	if len(raw) < 4 {
-		return nil, errors.New("payload truncated")
+		return nil, fleet, errors.New("payload truncated")
 	}
 	version := binary.LittleEndian.Uint32(raw)
 	d.buf = raw[4:]
@@ -336,16 +376,16 @@ func (r *Recommender) decodePayload(header uint32, raw []byte) (map[string]*cont
 	d.time()
 	count := d.uvarint()
 	if d.err != nil {
-		return nil, d.err
+		return nil, fleet, d.err
 	}
 	if version != header {
-		return nil, fmt.Errorf("payload version %d inside a version %d header", version, header)
+		return nil, fleet, fmt.Errorf("payload version %d inside a version %d header", version, header)
 	}
 	if policy != r.policy.Name || Engine(engine) != r.policy.Engine {
-		return nil, fmt.Errorf("written by policy %q (%s), this recommender runs %q (%s)", policy, engine, r.policy.Name, r.policy.Engine)
+		return nil, fleet, fmt.Errorf("written by policy %q (%s), this recommender runs %q (%s)", policy, engine, r.policy.Name, r.policy.Engine)
 	}
 	if count > MaxCheckpointContainers {
-		return nil, fmt.Errorf("%d containers exceed the bound %d", count, MaxCheckpointContainers)
+		return nil, fleet, fmt.Errorf("%d containers exceed the bound %d", count, MaxCheckpointContainers)
 	}
 	out := make(map[string]*container, min(count, uint64(len(raw)/16)))
 	for range count {
@@ -363,14 +403,14 @@ func (r *Recommender) decodePayload(header uint32, raw []byte) (map[string]*cont
 		c.oomLimit, c.lastOOMAt = d.float(), d.time()
 		kind := d.byte()
 		if d.err != nil {
-			return nil, fmt.Errorf("container %q: %w", id, d.err)
+			return nil, fleet, fmt.Errorf("container %q: %w", id, d.err)
 		}
 		if _, dup := out[id]; dup {
-			return nil, fmt.Errorf("container %q appears twice", id)
+			return nil, fleet, fmt.Errorf("container %q appears twice", id)
 		}
 		if c.samples < 0 || !validAmount(c.oomLimit) || !validAmount(c.spec.CPURequest) || !validAmount(c.spec.CPULimit) ||
 			!validAmount(c.spec.MemoryRequest) || !validAmount(c.spec.MemoryLimit) {
-			return nil, fmt.Errorf("container %q: negative or non-finite counters", id)
+			return nil, fleet, fmt.Errorf("container %q: negative or non-finite counters", id)
 		}
 		switch {
 		case kind == 1 && c.vpa != nil:
@@ -401,17 +441,27 @@ func (r *Recommender) decodePayload(header uint32, raw []byte) (map[string]*cont
 			d.fail("state kind %d does not match engine %s", kind, r.policy.Engine)
 		}
 		if version >= 2 {
-			d.trackers(c)
+			d.trackers(c, version)
 		} else {
 			migrateV1(c)
 		}
 		if d.err != nil {
-			return nil, fmt.Errorf("container %q: %w", id, d.err)
+			return nil, fleet, fmt.Errorf("container %q: %w", id, d.err)
 		}
 		out[id] = c
 	}
-	if len(d.buf) != 0 {
-		return nil, fmt.Errorf("%d trailing bytes", len(d.buf))
+	if version >= 3 {
+		for i := range fleet {
+			d.fleet(&fleet[i])
+		}
+		if d.err != nil {
+			return nil, fleet, fmt.Errorf("fleet: %w", d.err)
+		}
+	} else {
+		fleet = migrateV2()
 	}
-	return out, nil
+	if len(d.buf) != 0 {
+		return nil, fleet, fmt.Errorf("%d trailing bytes", len(d.buf))
+	}
+	return out, fleet, nil
 }

@@ -76,11 +76,20 @@ func recommendAll(r *Recommender, at time.Time) map[string]Recommendation {
 }
 
 // TestCheckpointRoundTrip: a restored recommender behaves exactly like the
-// original, now and after more samples, for both engines.
+// original, now and after more samples, for both engines and the fleet
+// controller (saved after a decision round, so that targets in force,
+// trackers and λ are part of the state).
 func TestCheckpointRoundTrip(t *testing.T) {
-	for _, preset := range []string{"vpa", DefaultPreset} {
+	for _, preset := range []string{"vpa", DefaultPreset, FleetPreset} {
 		t.Run(preset, func(t *testing.T) {
 			orig := fedRecommender(t, preset, 30)
+			recommendAll(orig, t0.Add(50*time.Hour))
+			for i := range 30 { // violations and samples since that round
+				orig.Add("pod-b/c0", Sample{Time: t0.Add(50*time.Hour + time.Duration(i)*time.Minute), CPUCores: 5, MemoryBytes: 5e9})
+			}
+			if preset == FleetPreset && !(orig.views()[0].lambda > 0) {
+				t.Fatal("no λ solved before the save: the test does not cover the fleet state")
+			}
 			path := filepath.Join(t.TempDir(), "recommend.ckpt")
 			if err := orig.SaveCheckpoint(path, t0); err != nil {
 				t.Fatal(err)
@@ -267,6 +276,43 @@ func TestCheckpointV1Sample(t *testing.T) {
 	}
 }
 
+// TestCheckpointV2Sample keeps a version-2 file (written by the build
+// before version 3) in testdata: it loads, its fleet controllers start
+// unsolved, and a save writes version 3 that loads back to the same
+// recommendations.
+func TestCheckpointV2Sample(t *testing.T) {
+	path := filepath.Join("testdata", "checkpoint-v2.bin")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if binary.LittleEndian.Uint32(data[8:12]) != 2 {
+		t.Fatal("sample is not version 2")
+	}
+	r, _ := New(v1SamplePolicy())
+	if err := r.DecodeCheckpoint(path, data); err != nil {
+		t.Fatal(err)
+	}
+	if r.Containers() != 2 || !reflect.DeepEqual(r.fleet, migrateV2()) {
+		t.Fatalf("%d containers, fleet %+v", r.Containers(), r.fleet)
+	}
+	v3, err := r.EncodeCheckpoint(t0)
+	if err != nil || binary.LittleEndian.Uint32(v3[8:12]) != CheckpointVersion {
+		t.Fatalf("re-encode: %v", err)
+	}
+	back, _ := New(v1SamplePolicy())
+	if err := back.DecodeCheckpoint("v3", v3); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"pod-a/c0", "pod-b/c0"} {
+		a, aok := r.Recommend(id, t0.Add(60*time.Hour))
+		b, bok := back.Recommend(id, t0.Add(60*time.Hour))
+		if !aok || a != b || aok != bok {
+			t.Errorf("%s after v2→v3: %+v %v, want %+v %v", id, b, bok, a, aok)
+		}
+	}
+}
+
 func FuzzDecodeCheckpoint(f *testing.F) {
 	r := fedRecommender(f, DefaultPreset, 2)
 	good, _ := r.EncodeCheckpoint(t0)
@@ -275,8 +321,12 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 	vg, _ := v.EncodeCheckpoint(t0)
 	f.Add(vg)
 	f.Add(append(append([]byte(nil), good[:8]...), 2, 0, 0, 0))
+	fl := fedRecommender(f, FleetPreset, 2)
+	recommendAll(fl, t0.Add(50*time.Hour))
+	fg, _ := fl.EncodeCheckpoint(t0)
+	f.Add(fg)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, preset := range []string{DefaultPreset, "vpa"} {
+		for _, preset := range []string{DefaultPreset, "vpa", FleetPreset} {
 			x, _ := New(mustPreset(t, preset))
 			x.Add("keep", Sample{Time: t0, CPUCores: 1, MemoryBytes: 1})
 			if err := x.DecodeCheckpoint("fuzz", data); err != nil {

@@ -64,26 +64,30 @@ func (s *resourceState) raw(rp *ResourcePolicy, p float64) float64 {
 // histogram value it rests on and the mode that chose it: the tracked
 // percentile 1 − ε (objective), the policy's percentile, or the cost
 // optimum when that is larger; the fast histogram can only raise it.
-func (s *resourceState) target(rp *ResourcePolicy, t *tracker) (est, p, value float64, mode string) {
+func (s *resourceState) target(rp *ResourcePolicy, t *tracker, lambda float64) (est, p, value, cost float64, mode string) {
 	mode, p = "percentile", rp.Percentile
 	if rp.Objective > 0 && t.eps > 0 {
 		mode, p = "objective", 1-t.eps
 	}
 	value = s.hist.Percentile(p)
-	cost := rp.ViolationCost
-	if rp.RelativeViolationCost > 0 {
+	cost = rp.ViolationCost
+	costMode := "cost"
+	switch {
+	case rp.FleetObjective > 0 && lambda > 0:
+		cost, costMode = lambda, "fleet"
+	case rp.RelativeViolationCost > 0:
 		cost = rp.RelativeViolationCost * s.hist.mean()
 	}
 	if cost > 0 {
 		if c := s.hist.costOptimum(cost); c > value {
-			value, mode = c, "cost"
+			value, mode = c, costMode
 			p = s.hist.cdf(c)
 		}
 	}
 	if s.fast != nil {
 		value = max(value, s.fast.Percentile(rp.FastPercentile))
 	}
-	return value * (1 + t.margin) / rp.Saturation, p, value, mode
+	return value * (1 + t.margin) / rp.Saturation, p, value, cost, mode
 }
 
 func clampRound(rp *ResourcePolicy, v float64) float64 {
@@ -215,7 +219,14 @@ func (c *container) recordOOM(p *Policy, ev OOMEvent) {
 	}
 }
 
-func (c *container) recommend(p *Policy, now time.Time) (Recommendation, bool) {
+// fleetView is what a fleet controller tells a container: the violation
+// cost λ in force and the fleet's realised violation rate.
+type fleetView struct{ lambda, rate float64 }
+
+// fleetViews are the views for CPU and memory (zero: no fleet controller).
+type fleetViews [2]fleetView
+
+func (c *container) recommend(p *Policy, now time.Time, fv fleetViews) (Recommendation, bool) {
 	if c.samples == 0 {
 		return Recommendation{}, false
 	}
@@ -247,15 +258,20 @@ func (c *container) recommend(p *Policy, now time.Time) (Recommendation, bool) {
 	if ch := time.Duration(p.ConfidenceHistory); ch > 0 && life < ch {
 		widen += p.ShortHistoryMargin * (1 - float64(life)/float64(ch))
 	}
-	est := func(rs *resourceState, t *tracker, rp *ResourcePolicy, req, lim float64) Estimate {
+	est := func(rs *resourceState, t *tracker, rp *ResourcePolicy, fl fleetView, req, lim float64) Estimate {
 		t.step(rp, now)
-		raw, pct, value, mode := rs.target(rp, t)
+		raw, pct, value, cost, mode := rs.target(rp, t, fl.lambda)
 		e := Estimate{
 			Target: rs.next(rp, clampRound(rp, raw*widen)),
 			Lower:  clampRound(rp, rs.raw(rp, 0.5)),
 			Upper:  clampRound(rp, rs.raw(rp, 1)*widen),
 		}
 		e.Explain = t.explain(mode, rp.Objective, pct, value, e.Target, life)
+		e.Explain.ViolationCost = cost
+		if rp.FleetObjective > 0 {
+			e.Explain.FleetObjective, e.Explain.FleetRealisedViolationRate = rp.FleetObjective, fl.rate
+		}
+		t.noFleet = rp.FleetObjective == 0
 		t.inForce = e.Target
 		t.held = e.Target > clampRound(rp, raw*widen)*(1+1e-9)
 		switch {
@@ -270,8 +286,8 @@ func (c *container) recommend(p *Policy, now time.Time) (Recommendation, bool) {
 		return e
 	}
 	r := Recommendation{Time: now,
-		CPU:    est(&c.cpu, &c.cpuT, &p.CPU, c.spec.CPURequest, c.spec.CPULimit),
-		Memory: est(&c.mem, &c.memT, &p.Memory, c.spec.MemoryRequest, c.spec.MemoryLimit),
+		CPU:    est(&c.cpu, &c.cpuT, &p.CPU, fv[0], c.spec.CPURequest, c.spec.CPULimit),
+		Memory: est(&c.mem, &c.memT, &p.Memory, fv[1], c.spec.MemoryRequest, c.spec.MemoryLimit),
 	}
 	if c.oomLimit > 0 && now.Sub(c.lastOOMAt) < time.Duration(p.OOMWindow) {
 		r.Memory.Limit = max(r.Memory.Limit, c.oomLimit)

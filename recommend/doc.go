@@ -22,6 +22,9 @@
 // Replay runs a recorded trace (ReadTrace) through a policy and, in the same
 // run, through the VPA-compatible control group, and scores both with the
 // definitions of the team's traces/README.md; `cgpilotctl replay` wraps it.
+// HindsightBound is the least slack any policy holding one target per
+// series per block could have had at a violation budget, knowing the
+// whole trace: how far a policy is from what prediction could give.
 //
 // # Engines and presets
 //
@@ -65,6 +68,25 @@
 // realised violation rate and its sample weight, history length.
 // Policy.WithOverrides applies a user's per-resource targetSaturation,
 // percentile, violationObjective, minAllowed and maxAllowed on a preset.
+//
+// Preset "cgpilot-fleet" (FleetPolicy) is cgpilot-balanced with its
+// violation cost no longer a constant: ResourcePolicy.FleetObjective
+// states a violation rate for all the containers of the Recommender
+// together (the node; in a replay, the trace), and one cost λ per
+// resource is solved for at every decision step (fleet.go). That is the
+// Lagrangian of "least total slack at this total violation rate": each
+// container takes the newsvendor optimum under its own histogram with the
+// shared λ, so violations go where headroom is expensive, in the stated
+// amount, whatever the fleet's sizes (λ comes out near 11 cores on the
+// Bitbrains VMs, where cgpilot-balanced's constant was fitted, and near
+// 1.6 on 1-vCPU Azure VMs). The solution is calibrated by the ratio of the
+// violations realised to those predicted over three days (hysteresis
+// holds targets above the optimum; usage outgrows its history). Only
+// established containers (past ConfidenceHistory) take part. Replay
+// advances all series together, boundary by boundary, so that the
+// controller sees at T every series' samples before T and nothing after.
+// Explanation reports the λ used (ViolationCost), the objective and the
+// node's realised rate.
 //
 // OOM: the memory limit after a kill is
 // max(current limit, usage at kill) × (1 + OOMFactor)^(kills within

@@ -116,6 +116,8 @@ func frontierCandidates() []Policy {
 					}
 				case "rvc":
 					r.rp.RelativeViolationCost = f
+				case "fo":
+					r.rp.FleetObjective = f
 				case "ohl":
 					r.rp.ObjectiveHalfLife = Duration(d)
 				default:

@@ -555,9 +555,23 @@ func (h *Histogram) costOptimum(cost float64) float64 {
 	if h.IsEmpty() || !(h.total > 0) {
 		return 0
 	}
-	// Walk bucket ends upwards: below = weight at or below, moment = Σ w·mid.
-	var below, moment float64
 	best, bestCost := 0.0, math.Inf(1)
+	h.bucketEnds(func(_ int, x, below, moment float64) {
+		c := (x*below-moment)/h.total + cost*max(h.total-below, 0)/h.total
+		if c < bestCost {
+			best, bestCost = x, c
+		}
+	})
+	return best
+}
+
+// bucketEnds calls f for every bucket b from the lowest non-empty one up
+// with its end x (the candidate target it stands for; the last bucket's
+// start), the weight at or below x and that weight's first moment Σ w·mid,
+// u taken at its bucket's midpoint. Then E[(x − u)⁺] = (x·below −
+// moment)/total and P(u > x) = (total − below)/total.
+func (h *Histogram) bucketEnds(f func(b int, x, below, moment float64)) {
+	var below, moment float64
 	lo := h.opts.BucketStart(h.min)
 	for b := h.min; b <= h.max; b++ {
 		hi := h.opts.BucketStart(b + 1)
@@ -566,13 +580,9 @@ func (h *Histogram) costOptimum(cost float64) float64 {
 		}
 		below += h.weights[b]
 		moment += h.weights[b] * (lo + hi) / 2
-		c := (hi*below-moment)/h.total + cost*max(h.total-below, 0)/h.total
-		if c < bestCost {
-			best, bestCost = hi, c
-		}
+		f(b, hi, below, moment)
 		lo = hi
 	}
-	return best
 }
 
 // cdf returns the share of the weight in buckets that end at or below x

@@ -29,6 +29,12 @@ type tracker struct {
 	// Too few violations then say nothing about ε (anti-windup: ε would
 	// otherwise creep up while the dead band hides it, then overshoot).
 	held bool
+	// tickViol and tickN count violations and samples since the fleet
+	// controller's last tick (FleetObjective); noFleet marks a container
+	// whose last recommendation did not use the fleet's λ (an override
+	// turned the cost off), which the controller then leaves out.
+	tickViol, tickN float64
+	noFleet         bool
 }
 
 // The controller moves log ε by the log of objective/realised rate per
@@ -51,8 +57,10 @@ const (
 func (t *tracker) observe(v float64) {
 	if t.inForce > 0 {
 		t.n++
+		t.tickN++
 		if v > t.inForce {
 			t.viol++
+			t.tickViol++
 		}
 	}
 }
@@ -139,6 +147,14 @@ type Explanation struct {
 	SampleWeight          float64 `json:"sampleWeight"`
 	// History is the span of samples the recommendation rests on.
 	History Duration `json:"history"`
+	// ViolationCost is the cost of one violation (cores or bytes of idle
+	// reservation) the target was optimised with, when it was: the
+	// policy's, or the fleet controller's λ (mode "fleet").
+	ViolationCost float64 `json:"violationCost,omitempty"`
+	// FleetObjective is the stated violation rate of all the node's
+	// containers together, and FleetRealisedViolationRate theirs, decayed.
+	FleetObjective             float64 `json:"fleetObjective,omitempty"`
+	FleetRealisedViolationRate float64 `json:"fleetRealisedViolationRate,omitempty"`
 }
 
 // String is the explanation in one line, for an annotation or a table:
@@ -148,6 +164,8 @@ func (e Explanation) String() string {
 	switch {
 	case e.Objective > 0:
 		fmt.Fprintf(&b, "objective %s → ", pct(e.Objective))
+	case e.FleetObjective > 0:
+		fmt.Fprintf(&b, "node objective %s (node realised %s) → %s cost %.3g → ", pct(e.FleetObjective), pct(e.FleetRealisedViolationRate), e.Mode, e.ViolationCost)
 	default:
 		fmt.Fprintf(&b, "%s → ", e.Mode)
 	}

@@ -3,6 +3,7 @@ package recommend
 import (
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 	"time"
 )
@@ -60,6 +61,11 @@ type Recommender struct {
 	decay *decayMemo
 	// withOverrides memoises RecommendWith's policies (guarded by mu).
 	withOverrides map[OverridesKey]*Policy
+	// fleet holds the node-wide violation controllers of CPU and memory
+	// (FleetObjective; guarded by mu), members the scratch list of a tick.
+	fleet   [2]fleetState
+	members []fleetMember
+	ids     []string
 }
 
 // New returns a Recommender for a validated copy of p.
@@ -220,7 +226,50 @@ func (r *Recommender) Recommend(id string, now time.Time) (Recommendation, bool)
 	if !ok {
 		return Recommendation{}, false
 	}
-	return c.recommend(&r.policy, now)
+	return c.recommend(&r.policy, now, r.fleetViews(now))
+}
+
+// fleetViews ticks the fleet controllers when the policy has any and the
+// last tick is older than fleetMinTick (one tick per decision round), and
+// returns what the containers are to use. r.mu must be held.
+func (r *Recommender) fleetViews(now time.Time) fleetViews {
+	var fv fleetViews
+	for i, rp := range []*ResourcePolicy{&r.policy.CPU, &r.policy.Memory} {
+		if r.policy.Engine != EngineCgpilot || rp.FleetObjective <= 0 {
+			continue
+		}
+		f := &r.fleet[i]
+		if f.last.IsZero() || now.Sub(f.last) >= fleetMinTick {
+			f.tick(rp, now, r.fleetMembers(i))
+		}
+		fv[i] = fleetView{lambda: f.lambda, rate: f.rate()}
+		if fv[i].lambda == 0 {
+			fv[i].lambda = rp.ViolationCost
+		}
+	}
+	return fv
+}
+
+// fleetMembers lists resource i's state of every container in id order
+// (a tick's sums must not depend on map order). r.mu must be held.
+func (r *Recommender) fleetMembers(i int) []fleetMember {
+	r.ids = r.ids[:0]
+	for id := range r.containers {
+		r.ids = append(r.ids, id)
+	}
+	sort.Strings(r.ids)
+	r.members = r.members[:0]
+	for _, id := range r.ids {
+		c := r.containers[id]
+		rs, t := &c.cpu, &c.cpuT
+		if i == 1 {
+			rs, t = &c.mem, &c.memT
+		}
+		if c.samples > 0 && !t.noFleet && established(&r.policy, c.last.Sub(c.first)) {
+			r.members = append(r.members, fleetMember{hist: rs.hist, t: t})
+		}
+	}
+	return r.members
 }
 
 // RecommendWith is Recommend with the estimator settings of the
@@ -243,7 +292,7 @@ func (r *Recommender) RecommendWith(id string, now time.Time, o Overrides) (Reco
 	if !ok {
 		return Recommendation{}, false, nil
 	}
-	rec, ok := c.recommend(p, now)
+	rec, ok := c.recommend(p, now, r.fleetViews(now))
 	return rec, ok, nil
 }
 

@@ -118,14 +118,28 @@ func TestRecorderMatchesReference(t *testing.T) {
 					if got := containerState(t, r, id); !bytes.Equal(got, want) {
 						t.Errorf("%s %s: state differs from the reference (%d vs %d bytes)", path, id, len(got), len(want))
 					}
-					wantRec, wantOK := c.recommend(&p, end)
-					if gotRec, ok := r.Recommend(id, end); ok != wantOK || gotRec != wantRec {
+					gotRec, ok := r.Recommend(id, end)
+					// The fleet's λ (cgpilot-fleet) is the Recommender's,
+					// solved at end over all its containers.
+					wantRec, wantOK := c.recommend(&p, end, r.views())
+					if ok != wantOK || gotRec != wantRec {
 						t.Errorf("%s %s: recommendation %+v %v, reference %+v %v", path, id, gotRec, ok, wantRec, wantOK)
 					}
 				}
 			}
 		})
 	}
+}
+
+// views returns the fleet views in force, without a tick.
+func (r *Recommender) views() fleetViews {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var fv fleetViews
+	for i := range fv {
+		fv[i] = fleetView{lambda: r.fleet[i].lambda, rate: r.fleet[i].rate()}
+	}
+	return fv
 }
 
 func mustNew(t *testing.T, p Policy) *Recommender {

@@ -15,11 +15,15 @@ type ReplayOptions struct {
 	// Policy is evaluated; Control (normally the "vpa" preset) is replayed on
 	// the same samples in the same run as the control group.
 	Policy, Control Policy
-	// Rows, if set, receives every recommendation row in (series, ts) order.
+	// Rows, if set, receives every recommendation row: in (series, ts)
+	// order, or, for a policy with a FleetObjective (series replayed
+	// together), in (ts, series) order.
 	Rows func(RecRow) error
-	// Progress, if set, is called after each series with (done, total).
+	// Progress, if set, is called with (done, total) after each series, or
+	// after each boundary when the series are replayed together.
 	Progress func(done, total int)
-	// Workers replays series in parallel (default 1); the result is the same.
+	// Workers replays series in parallel (default 1); the result is the
+	// same.
 	Workers int
 	// ScorePeaks scores violations against the window peaks of a trace
 	// with cpu_cores_max/mem_bytes_max (where a row has them) instead of
@@ -78,6 +82,14 @@ type Summary struct {
 // recommendation at boundary T = anchor + k·Step uses only samples with
 // ts < T, and every sample with ts ≥ first boundary and ts ≥ first_ts +
 // Warmup is scored against the latest recommendation with T ≤ ts.
+//
+// The whole trace is one node. When the policy has a FleetObjective, the
+// series advance together, boundary by boundary, so that its controller
+// sees at T every series' samples before T and nothing after (Workers
+// split each boundary's series). Otherwise no state is shared between
+// series and each is replayed on its own, from start to end, which gives
+// the same result with a far smaller working set (Workers take whole
+// series). The result does not depend on Workers.
 func Replay(tr *Trace, opt ReplayOptions) (Summary, error) {
 	if opt.Step <= 0 {
 		opt.Step = time.Hour
@@ -96,10 +108,45 @@ func Replay(tr *Trace, opt ReplayOptions) (Summary, error) {
 		return Summary{}, fmt.Errorf("%w: step %v must be a whole number of seconds", ErrInvalidPolicy, opt.Step)
 	}
 	anchor := floorDiv(tr.MinTS, step) * step
+	rs := make([]*seriesReplay, 0, len(tr.Series))
+	firstT, lastT := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, s := range tr.Series {
+		sr := newSeriesReplay(s, anchor, step, int64(opt.Warmup/time.Second), &opt)
+		rs = append(rs, sr)
+		if len(s.TS) > 0 {
+			firstT, lastT = min(firstT, sr.firstT), max(lastT, s.TS[len(s.TS)-1])
+		}
+	}
+	fleets := newReplayFleet(&opt.Policy)
+	var pol, ctl scoreAcc
+	var err error
+	if fleets.active() {
+		if err = replayTogether(rs, fleets, firstT, lastT, step, &opt); err == nil {
+			for _, sr := range rs {
+				pol.merge(&sr.policy)
+				ctl.merge(&sr.control)
+			}
+		}
+	} else {
+		err = replayEach(rs, &opt, &pol, &ctl)
+	}
+	if err != nil {
+		return Summary{}, err
+	}
+	return Summary{
+		Series: len(tr.Series), Rows: tr.Rows, Step: opt.Step.String(), Warmup: opt.Warmup.String(), Anchor: anchor,
+		Policy: pol.score(opt.Policy.Name), Control: ctl.score(opt.Control.Name),
+		PolicyJSON: opt.Policy, ControlName: opt.Control.Name,
+		MemoryScored: tr.HasMemory, ScorePeaks: opt.ScorePeaks,
+	}, nil
+}
+
+// replayEach replays every series on its own, workers taking whole series;
+// rows, progress and the merge of the scores (while later series still
+// run) come in series order.
+func replayEach(rs []*seriesReplay, opt *ReplayOptions, pol, ctl *scoreAcc) error {
 	workers := max(opt.Workers, 1)
-	n := len(tr.Series)
-	results := make([]*seriesResult, n)
-	done := make([]chan struct{}, n)
+	done := make([]chan struct{}, len(rs))
 	for i := range done {
 		done[i] = make(chan struct{})
 	}
@@ -112,42 +159,95 @@ func Replay(tr *Trace, opt ReplayOptions) (Summary, error) {
 				i := next
 				next++
 				mu.Unlock()
-				if i >= n {
+				if i >= len(rs) {
 					return
 				}
-				results[i] = replaySeries(tr.Series[i], anchor, step, int64(opt.Warmup/time.Second), &opt)
+				sr := rs[i]
+				if len(sr.s.TS) > 0 {
+					sr.feed(sr.firstT)
+					for T := sr.firstT; T <= sr.last; T += sr.stepSec {
+						if row, ok := sr.step(T, fleetViews{}); ok && opt.Rows != nil {
+							sr.rows = append(sr.rows, row)
+						}
+					}
+				}
 				close(done[i])
 			}
 		}()
 	}
-	var pol, ctl scoreAcc
 	var sinkErr error
-	for i := range n {
+	for i, sr := range rs {
 		<-done[i]
-		res := results[i]
-		results[i] = nil
-		if opt.Rows != nil && sinkErr == nil {
-			for _, row := range res.rows {
-				if sinkErr = opt.Rows(row); sinkErr != nil {
-					break
-				}
+		for _, row := range sr.rows {
+			if sinkErr == nil {
+				sinkErr = opt.Rows(row)
 			}
 		}
-		pol.merge(&res.policy)
-		ctl.merge(&res.control)
+		pol.merge(&sr.policy)
+		ctl.merge(&sr.control)
+		sr.rows, sr.pc, sr.cc = nil, nil, nil
 		if opt.Progress != nil {
-			opt.Progress(i+1, n)
+			opt.Progress(i+1, len(rs))
 		}
 	}
-	if sinkErr != nil {
-		return Summary{}, sinkErr
+	return sinkErr
+}
+
+// replayTogether advances all series boundary by boundary, the fleet
+// controllers ticking at each boundary before any series recommends;
+// workers split each boundary's series, rows come in (ts, series) order.
+func replayTogether(rs []*seriesReplay, fleets *replayFleet, firstT, lastT, step int64, opt *ReplayOptions) error {
+	workers := max(opt.Workers, 1)
+	par := func(f func(i int, sr *seriesReplay)) {
+		if workers == 1 {
+			for i, sr := range rs {
+				f(i, sr)
+			}
+			return
+		}
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < len(rs); i += workers {
+					f(i, rs[i])
+				}
+			}()
+		}
+		wg.Wait()
 	}
-	return Summary{
-		Series: n, Rows: tr.Rows, Step: opt.Step.String(), Warmup: opt.Warmup.String(), Anchor: anchor,
-		Policy: pol.score(opt.Policy.Name), Control: ctl.score(opt.Control.Name),
-		PolicyJSON: opt.Policy, ControlName: opt.Control.Name,
-		MemoryScored: tr.HasMemory, ScorePeaks: opt.ScorePeaks,
-	}, nil
+	if firstT > lastT {
+		return nil
+	}
+	steps := int((lastT-firstT)/step) + 1
+	rows := make([]RecRow, len(rs))
+	has := make([]bool, len(rs))
+	par(func(_ int, sr *seriesReplay) { sr.feed(firstT) })
+	var sinkErr error
+	for k := range steps {
+		T := firstT + int64(k)*step
+		fv := fleets.tick(time.Unix(T, 0), rs)
+		par(func(i int, sr *seriesReplay) {
+			if !sr.active(T) {
+				if len(sr.s.TS) > 0 && T < sr.firstT {
+					sr.feed(T + step) // history before its first boundary
+				}
+				return
+			}
+			rows[i], has[i] = sr.step(T, fv)
+		})
+		for i := range rs {
+			if has[i] && opt.Rows != nil && sinkErr == nil {
+				sinkErr = opt.Rows(rows[i])
+			}
+			has[i] = false
+		}
+		if opt.Progress != nil {
+			opt.Progress(k+1, steps)
+		}
+	}
+	return sinkErr
 }
 
 func floorDiv(a, b int64) int64 {
@@ -158,53 +258,129 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-type seriesResult struct {
-	rows            []RecRow
+// seriesReplay is one series' state in a replay: its policy and control
+// containers, how far it has been fed and scored, and its scores.
+type seriesReplay struct {
+	s               *Series
+	opt             *ReplayOptions
+	pc, cc          *container
+	firstT, last    int64 // first boundary after the first sample; last sample
+	stepSec         int64
+	scoreFrom       int64
+	fed, scored     int
 	policy, control seriesScore
+	rows            []RecRow // replayEach: this series' rows until emitted
 }
 
-func replaySeries(s *Series, anchor, step, warmup int64, opt *ReplayOptions) *seriesResult {
-	res := &seriesResult{}
+func newSeriesReplay(s *Series, anchor, step, warmup int64, opt *ReplayOptions) *seriesReplay {
+	sr := &seriesReplay{s: s, opt: opt, stepSec: step}
 	if len(s.TS) == 0 {
-		return res
+		return sr
 	}
 	memo := new(decayMemo) // this series' containers only
-	pc, cc := newContainer(&opt.Policy, memo), newContainer(&opt.Control, memo)
-	first, last := s.TS[0], s.TS[len(s.TS)-1]
-	scoreFrom := first + warmup
-	fed, scored := 0, 0
-	for T := anchor + (floorDiv(first-anchor, step)+1)*step; T <= last; T += step {
-		for ; fed < len(s.TS) && s.TS[fed] < T; fed++ {
-			smp := Sample{Time: time.Unix(s.TS[fed], 0), CPUCores: s.CPU[fed], MemoryBytes: at(s.Mem, fed)}
-			pc.add(&opt.Policy, smp)
-			cc.add(&opt.Control, smp)
+	sr.pc, sr.cc = newContainer(&opt.Policy, memo), newContainer(&opt.Control, memo)
+	first := s.TS[0]
+	sr.last = s.TS[len(s.TS)-1]
+	sr.scoreFrom = first + warmup
+	sr.firstT = anchor + (floorDiv(first-anchor, step)+1)*step
+	return sr
+}
+
+// feed adds the samples before T to both containers.
+func (sr *seriesReplay) feed(T int64) {
+	s := sr.s
+	for ; sr.fed < len(s.TS) && s.TS[sr.fed] < T; sr.fed++ {
+		smp := Sample{Time: time.Unix(s.TS[sr.fed], 0), CPUCores: s.CPU[sr.fed], MemoryBytes: at(s.Mem, sr.fed)}
+		sr.pc.add(&sr.opt.Policy, smp)
+		sr.cc.add(&sr.opt.Control, smp)
+	}
+}
+
+// active reports whether the series has a recommendation at boundary T.
+func (sr *seriesReplay) active(T int64) bool {
+	return len(sr.s.TS) > 0 && T >= sr.firstT && T <= sr.last
+}
+
+// step recommends at boundary T (the series must be active), scores the
+// samples in [T, T+step) and feeds them. It returns the row when the
+// replay wants rows.
+func (sr *seriesReplay) step(T int64, fv fleetViews) (RecRow, bool) {
+	s, opt := sr.s, sr.opt
+	now := time.Unix(T, 0)
+	pr, pok := sr.pc.recommend(&opt.Policy, now, fv)
+	cr, cok := sr.cc.recommend(&opt.Control, now, fleetViews{})
+	var row RecRow
+	if opt.Rows != nil {
+		row = RecRow{TS: T, Series: s.Name, OK: pok, Policy: pr, Control: cr}
+	}
+	for sr.scored = max(sr.scored, sr.fed); sr.scored < len(s.TS) && s.TS[sr.scored] < T+sr.stepSec; sr.scored++ {
+		ts := s.TS[sr.scored]
+		if ts < sr.scoreFrom {
+			continue
 		}
-		now := time.Unix(T, 0)
-		pr, pok := pc.recommend(&opt.Policy, now)
-		cr, cok := cc.recommend(&opt.Control, now)
-		if opt.Rows != nil {
-			res.rows = append(res.rows, RecRow{TS: T, Series: s.Name, OK: pok, Policy: pr, Control: cr})
+		u := usage{cpu: s.CPU[sr.scored], mem: at(s.Mem, sr.scored), memScored: s.Mem != nil}
+		u.cpuPeak, u.memPeak = u.cpu, u.mem
+		if opt.ScorePeaks {
+			if v := at(s.CPUMax, sr.scored); v == v && s.CPUMax != nil {
+				u.cpuPeak = max(v, u.cpu)
+			}
+			if v := at(s.MemMax, sr.scored); v == v && s.MemMax != nil {
+				u.memPeak = max(v, u.mem)
+			}
 		}
-		for scored = max(scored, fed); scored < len(s.TS) && s.TS[scored] < T+step; scored++ {
-			ts := s.TS[scored]
-			if ts < scoreFrom {
+		sr.policy.observe(pok, ts, &u, pr)
+		sr.control.observe(cok, ts, &u, cr)
+	}
+	sr.feed(T + sr.stepSec)
+	return row, opt.Rows != nil
+}
+
+// replayFleet is the policy's fleet controllers in a replay: the trace's
+// series are one node's containers.
+type replayFleet struct {
+	p       *Policy
+	fleet   [2]fleetState
+	members []fleetMember
+}
+
+func newReplayFleet(p *Policy) *replayFleet { return &replayFleet{p: p} }
+
+// active reports whether the policy has a fleet controller.
+func (f *replayFleet) active() bool {
+	return f.p.Engine == EngineCgpilot && (f.p.CPU.FleetObjective > 0 || f.p.Memory.FleetObjective > 0)
+}
+
+// tick runs the controllers at now over the series active at now, in
+// series order, and returns the views for the boundary.
+func (f *replayFleet) tick(now time.Time, rs []*seriesReplay) fleetViews {
+	var fv fleetViews
+	if f.p.Engine != EngineCgpilot {
+		return fv
+	}
+	T := now.Unix()
+	for i, rp := range []*ResourcePolicy{&f.p.CPU, &f.p.Memory} {
+		if rp.FleetObjective <= 0 {
+			continue
+		}
+		f.members = f.members[:0]
+		for _, sr := range rs {
+			if !sr.active(T) || sr.pc.samples == 0 || !established(f.p, sr.pc.last.Sub(sr.pc.first)) {
 				continue
 			}
-			u := usage{cpu: s.CPU[scored], mem: at(s.Mem, scored), memScored: s.Mem != nil}
-			u.cpuPeak, u.memPeak = u.cpu, u.mem
-			if opt.ScorePeaks {
-				if v := at(s.CPUMax, scored); v == v && s.CPUMax != nil {
-					u.cpuPeak = max(v, u.cpu)
-				}
-				if v := at(s.MemMax, scored); v == v && s.MemMax != nil {
-					u.memPeak = max(v, u.mem)
-				}
+			if i == 0 {
+				f.members = append(f.members, fleetMember{hist: sr.pc.cpu.hist, t: &sr.pc.cpuT})
+			} else {
+				f.members = append(f.members, fleetMember{hist: sr.pc.mem.hist, t: &sr.pc.memT})
 			}
-			res.policy.observe(pok, ts, &u, pr)
-			res.control.observe(cok, ts, &u, cr)
+		}
+		fl := &f.fleet[i]
+		fl.tick(rp, now, f.members)
+		fv[i] = fleetView{lambda: fl.lambda, rate: fl.rate()}
+		if fv[i].lambda == 0 {
+			fv[i].lambda = rp.ViolationCost
 		}
 	}
-	return res
+	return fv
 }
 
 // at returns v[i], or 0 when the column is absent (nil).

@@ -44,10 +44,6 @@ func mustPreset(t testing.TB, name string) Policy {
 	return p
 }
 
-func replayRows(t *testing.T, tr *Trace, workers int) (Summary, []RecRow) {
-	return replayRowsWith(t, tr, workers, DefaultPreset)
-}
-
 func replayRowsWith(t *testing.T, tr *Trace, workers int, preset string) (Summary, []RecRow) {
 	t.Helper()
 	var rows []RecRow
@@ -99,16 +95,33 @@ func testOnlyPastSamples(t *testing.T, preset string) {
 	}
 }
 
+// TestReplayDeterministicAcrossWorkers: the same rows and scores with one
+// worker or several, also for the fleet controller (which sums over all
+// series every step); each series' rows on the hourly grid, in series
+// order, or boundary by boundary with the fleet controller.
 func TestReplayDeterministicAcrossWorkers(t *testing.T) {
 	tr := syntheticTrace(2, 5, 3)
-	s1, r1 := replayRows(t, tr, 1)
-	s2, r2 := replayRows(t, tr, 3)
-	if !reflect.DeepEqual(s1, s2) || !reflect.DeepEqual(r1, r2) {
-		t.Error("result depends on the number of workers")
-	}
-	for i := 1; i < len(r1); i++ {
-		if r1[i].Series == r1[i-1].Series && r1[i].TS != r1[i-1].TS+3600 {
-			t.Fatalf("rows of %s not on the hourly grid: %d after %d", r1[i].Series, r1[i].TS, r1[i-1].TS)
+	for _, preset := range []string{DefaultPreset, FleetPreset} {
+		s1, r1 := replayRowsWith(t, tr, 1, preset)
+		s2, r2 := replayRowsWith(t, tr, 3, preset)
+		if !reflect.DeepEqual(s1, s2) || !reflect.DeepEqual(r1, r2) {
+			t.Errorf("%s: result depends on the number of workers", preset)
+		}
+		last := map[string]int64{}
+		for i, r := range r1 {
+			if preset == FleetPreset && i > 0 && r.TS < r1[i-1].TS {
+				t.Fatalf("%s: row %d at %d after %d: not in boundary order", preset, i, r.TS, r1[i-1].TS)
+			}
+			if preset != FleetPreset && i > 0 && r.Series != r1[i-1].Series && last[r.Series] != 0 {
+				t.Fatalf("%s: rows of %s resume after another series'", preset, r.Series)
+			}
+			if p, ok := last[r.Series]; ok && r.TS != p+3600 {
+				t.Fatalf("%s: rows of %s not on the hourly grid: %d after %d", preset, r.Series, r.TS, p)
+			}
+			last[r.Series] = r.TS
+		}
+		if len(last) != len(tr.Series) {
+			t.Errorf("%s: rows of %d series, want %d", preset, len(last), len(tr.Series))
 		}
 	}
 }

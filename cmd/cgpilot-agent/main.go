@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -23,7 +25,17 @@ import (
 	"github.com/cgpilot/cgpilot/agent"
 )
 
+// gcPercent is the agent's GOGC unless the environment sets one: the agent
+// runs on every node, its live heap is small (about 25 MiB with 1,000
+// containers) and its allocation rate low, so collecting at 1.5× the live
+// heap instead of 2× saves about 10 MiB per node for a negligible CPU cost
+// (BenchmarkAgentFootprint in test/e2e measures both).
+const gcPercent = 50
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
@@ -46,6 +58,7 @@ func run(args []string, stderr io.Writer) int {
 	checkpoint := fs.String("checkpoint", "", "checkpoint file (overrides the config file)")
 	workers := fs.Int("workers", def.WorkerCount, "reconcile workers")
 	debug := fs.Bool("debug", false, "debug logging")
+	profiling := fs.Bool("profiling", false, "serve Go's /debug/pprof on the health address (127.0.0.1)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -60,7 +73,11 @@ func run(args []string, stderr io.Writer) int {
 	cfg.Kubeconfig, cfg.HealthAddr, cfg.SocketPath = *kubeconfig, *healthAddr, *socket
 	cfg.SysRoot, cfg.ProcRoot, cfg.WorkerCount = *sysRoot, *procRoot, *workers
 	cfg.MetricsAddr, cfg.InterruptsPath, cfg.KubeletPodResources = *metricsAddr, *interrupts, *podResources
-	cfg.NodeName = *nodeName
+	cfg.NodeName, cfg.Profiling = *nodeName, *profiling
+	if !*profiling {
+		// No heap profile to serve: skip the sampling and its buckets.
+		runtime.MemProfileRate = 0
+	}
 	if cfg.NodeName == "" {
 		cfg.NodeName = os.Getenv("NODE_NAME")
 	}

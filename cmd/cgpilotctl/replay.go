@@ -174,7 +174,8 @@ func loadPolicy(name, config string) (recommend.Policy, error) {
 	return p, nil
 }
 
-// progressPrinter redraws one status line about every 2 % of the series.
+// progressPrinter redraws one status line about every 2 % of the work
+// (series, or boundaries when Replay advances the series together).
 func progressPrinter(w io.Writer, start time.Time) func(done, total int) {
 	last := -1
 	return func(done, total int) {
@@ -188,7 +189,7 @@ func progressPrinter(w io.Writer, start time.Time) func(done, total int) {
 		if done > 0 && done < total {
 			eta = fmt.Sprintf(", about %v left", (el * time.Duration(total-done) / time.Duration(done)).Round(time.Second))
 		}
-		fmt.Fprintf(w, "\rreplay: %d/%d series (%d%%), %v%s   ", done, total, pct, el.Round(time.Second), eta)
+		fmt.Fprintf(w, "\rreplay: %d/%d (%d%%), %v%s   ", done, total, pct, el.Round(time.Second), eta)
 		if done == total {
 			fmt.Fprintln(w)
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -46,7 +47,7 @@ func TestReplayGolden(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "replay: 2/2 series (100%)") {
+	if !strings.Contains(stderr.String(), "replay: 2/2 (100%)") {
 		t.Errorf("no progress display on stderr: %q", stderr.String())
 	}
 	golden(t, "mini.table.golden", elapsedRE.ReplaceAll(stdout.Bytes(), []byte("replayed in X")))
@@ -125,7 +126,7 @@ func TestReplaySweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	want := len(sweepVPAPercentiles) + len(sweepObjectives) + 2 // + default preset + control
+	want := len(sweepVPAPercentiles) + len(sweepObjectives) + len(sweepFleet) + 2 + len(sweepBoundBlocks) // + default preset, control, bounds
 	if len(lines) != want+1 || !strings.HasPrefix(lines[0], "trace,family,policy,param,scored_samples,cpu_relative_slack") {
 		t.Fatalf("sweep CSV has %d lines (want %d + header):\n%s", len(lines), want, b)
 	}
@@ -143,11 +144,31 @@ func TestReplaySweep(t *testing.T) {
 	if p90 == nil || strings.Join(p90, ",") != strings.Join(control, ",") {
 		t.Errorf("vpa p90 %v differs from the control %v", p90, control)
 	}
+	// The hindsight bounds keep to VPA's violation rates (CSV columns 6
+	// and 9), the finer blocks at no more slack than the coarser.
+	var bounds [][]string
+	for _, l := range lines[1:] {
+		if f := strings.Split(l, ","); f[1] == "bound" {
+			bounds = append(bounds, f)
+		}
+	}
+	num := func(s string) float64 { v, _ := strconv.ParseFloat(s, 64); return v }
+	if len(bounds) != len(sweepBoundBlocks) {
+		t.Fatalf("%d bound rows, want %d", len(bounds), len(sweepBoundBlocks))
+	}
+	for _, b := range bounds {
+		if num(b[6]) > num(control[2]) || num(b[9]) > num(control[5]) {
+			t.Errorf("bound %v above VPA's violation rates %v", b, control)
+		}
+	}
+	if num(bounds[1][5]) > num(bounds[0][5]) {
+		t.Errorf("half-day bound %v above the daily one %v", bounds[1], bounds[0])
+	}
 	svg, err := os.ReadFile(filepath.Join(dir, "mini.svg"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"<svg", ">CPU<", ">memory<", "cgpilot-slo, CPU objective swept", "</svg>"} {
+	for _, s := range []string{"<svg", ">CPU<", ">memory<", "cgpilot-slo, per-container CPU objective swept", "cgpilot-fleet, node-wide", "hindsight bound", "</svg>"} {
 		if !strings.Contains(string(svg), s) {
 			t.Errorf("SVG lacks %q", s)
 		}

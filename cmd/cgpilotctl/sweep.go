@@ -16,14 +16,17 @@ import (
 )
 
 // The frontier sweep (replay --sweep): per trace, VPA with its target
-// percentile swept (margin kept at its 15 %), cgpilot-slo with its CPU
-// objective swept (memory objective a tenth of it), the default preset and
-// upstream VPA's default, all replayed against the same VPA control and
-// scored alike. It writes <out>/<trace>.csv and <out>/<trace>.svg.
+// percentile swept (margin kept at its 15 %), cgpilot-slo with its
+// per-container CPU objective swept and cgpilot-fleet with its node-wide
+// CPU objective swept (memory objectives a tenth of CPU's), the default
+// preset and upstream VPA's default, all replayed against the same VPA
+// control and scored alike; and the hindsight bound at VPA's violation
+// rates (recommend.HindsightBound, one target per series per day). It
+// writes <out>/<trace>.csv and <out>/<trace>.svg.
 
 // sweepPoint is one replayed policy.
 type sweepPoint struct {
-	family string // "vpa", "cgpilot-slo", "default"
+	family string // "vpa", "cgpilot-slo", "cgpilot-fleet", "default", "control", "bound"
 	label  string
 	param  float64 // the swept value (VPA percentile, CPU objective)
 	s      recommend.PolicyScore
@@ -32,6 +35,11 @@ type sweepPoint struct {
 var (
 	sweepVPAPercentiles = []float64{0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.995}
 	sweepObjectives     = []float64{0.002, 0.005, 0.01, 0.02, 0.05, 0.1}
+	sweepFleet          = []float64{0.005, 0.01, 0.015, 0.03, 0.06}
+	// sweepBoundBlocks are how long the hindsight bounds hold a target: a
+	// day (about the resize budget of issue 13) and half a day (a policy
+	// that follows a daily cycle in two steps).
+	sweepBoundBlocks = []time.Duration{24 * time.Hour, 12 * time.Hour}
 )
 
 func sweepPolicies() []struct {
@@ -59,6 +67,9 @@ func sweepPolicies() []struct {
 	}
 	for _, o := range sweepObjectives {
 		add(recommend.SLOPreset, o, recommend.SLOPolicy(fmt.Sprintf("%s %g%%", recommend.SLOPreset, 100*o), o, o/10))
+	}
+	for _, o := range sweepFleet {
+		add(recommend.FleetPreset, o, recommend.FleetPolicy(fmt.Sprintf("%s %g%%", recommend.FleetPreset, 100*o), o, o/10))
 	}
 	def, _ := recommend.Preset(recommend.DefaultPreset)
 	add("default", 0, def)
@@ -89,6 +100,25 @@ func runSweep(name string, tr *recommend.Trace, base recommend.ReplayOptions, ou
 	}
 	control.Policy = "vpa (control)"
 	pts = append(pts, sweepPoint{family: "control", label: "vpa (upstream default)", param: 0.9, s: control})
+	for _, block := range sweepBoundBlocks {
+		label := fmt.Sprintf("hindsight bound (1 target per series per %v)", strings.TrimSuffix(block.String(), "0m0s"))
+		bound := recommend.PolicyScore{Policy: label, ScoredSamples: control.ScoredSamples}
+		for _, r := range []struct {
+			mem bool
+			c   recommend.Metrics
+			m   *recommend.Metrics
+		}{{false, control.CPU, &bound.CPU}, {true, control.Memory, &bound.Memory}} {
+			if r.mem && !tr.HasMemory {
+				continue
+			}
+			b, err := recommend.HindsightBound(tr, r.c.ViolationRate, recommend.BoundOptions{Block: block, Warmup: base.Warmup, Memory: r.mem})
+			if err != nil {
+				return nil, err
+			}
+			*r.m = recommend.Metrics{RelativeSlack: b.RelativeSlack, ViolationRate: b.ViolationRate, ChangesPerSeriesDay: b.ChangesPerSeriesDay}
+		}
+		pts = append(pts, sweepPoint{family: "bound", label: label, param: block.Hours(), s: bound})
+	}
 	base.Policy = recommend.Policy{}
 	if err := writeSweepCSV(filepath.Join(outDir, name+".csv"), name, pts); err != nil {
 		return nil, err
@@ -135,11 +165,11 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 	}
 	const pw, ph, ml, mt, mb, mr = 460, 330, 60, 46, 52, 16
 	width := max(len(panels)*(pw+ml+mr)+10, 640)
-	height := ph + mt + mb + 100
+	height := ph + mt + mb + 150 // the legend: six lines and a note
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(w, `<text x="10" y="20" font-size="15" font-weight="bold">%s: slack against violations (lower left is better; compare at equal violations)</text>`+"\n", xmlEscape(trace))
-	colors := map[string]string{"vpa": "#d62728", recommend.SLOPreset: "#1f77b4", "default": "#2ca02c", "control": "#7f7f7f"}
+	colors := map[string]string{"vpa": "#d62728", recommend.SLOPreset: "#1f77b4", recommend.FleetPreset: "#9467bd", "default": "#2ca02c", "control": "#7f7f7f", "bound": "#000000"}
 	for i, res := range panels {
 		x0 := 10 + i*(pw+ml+mr) + ml
 		metric := func(p sweepPoint) recommend.Metrics {
@@ -184,7 +214,7 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 		}
 		fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle">violation rate (share of samples above the target, log)</text>`+"\n", x0+pw/2, mt+ph+34)
 		fmt.Fprintf(w, `<text transform="translate(%d,%d) rotate(-90)" text-anchor="middle">relative slack (Σ slack / Σ usage)</text>`+"\n", x0-44, mt+ph/2)
-		for _, fam := range []string{"vpa", recommend.SLOPreset, "default", "control"} {
+		for _, fam := range []string{"vpa", recommend.SLOPreset, recommend.FleetPreset, "default", "control", "bound"} {
 			var line []sweepPoint
 			for _, p := range pts {
 				if p.family == fam {
@@ -192,7 +222,7 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 				}
 			}
 			sort.Slice(line, func(a, b int) bool { return metric(line[a]).ViolationRate < metric(line[b]).ViolationRate })
-			if len(line) > 1 {
+			if len(line) > 1 && fam != "bound" { // the bounds are two points, not a curve
 				var d strings.Builder
 				for k, p := range line {
 					fmt.Fprintf(&d, "%s%.1f,%.1f ", map[bool]string{true: "M", false: "L"}[k == 0], px(metric(p).ViolationRate), py(metric(p).RelativeSlack))
@@ -203,8 +233,11 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 				m := metric(p)
 				x, y := px(m.ViolationRate), py(m.RelativeSlack)
 				shape := fmt.Sprintf(`<circle cx="%.1f" cy="%.1f" r="4" fill="%s"/>`, x, y, colors[fam])
-				if fam == "default" || fam == "control" {
+				switch fam {
+				case "default", "control":
 					shape = fmt.Sprintf(`<rect x="%.1f" y="%.1f" width="10" height="10" fill="%s" stroke="black"/>`, x-5, y-5, colors[fam])
+				case "bound":
+					shape = fmt.Sprintf(`<path d="M%.1f,%.1f l10,10 m0,-10 l-10,10" stroke="%s" stroke-width="2"/>`, x-5, y-5, colors[fam])
 				}
 				fmt.Fprintf(w, `%s<title>%s: slack %.3f, violations %s, %.2f resizes/series/day</title>`+"\n", shape, xmlEscape(p.label), m.RelativeSlack, pctLabel(m.ViolationRate), m.ChangesPerSeriesDay)
 				fmt.Fprintf(w, `<text x="%.1f" y="%.1f" font-size="9" fill="#555">%.2f/d</text>`+"\n", x+6, y-5, m.ChangesPerSeriesDay)
@@ -217,9 +250,11 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 	lx := 10 + ml
 	for _, l := range []struct{ fam, text string }{
 		{"vpa", "VPA, target percentile swept 50–99.5 % (+15 % margin)"},
-		{recommend.SLOPreset, "cgpilot-slo, CPU objective swept 0.2–10 % (memory a tenth)"},
+		{recommend.SLOPreset, "cgpilot-slo, per-container CPU objective swept 0.2–10 % (memory a tenth)"},
+		{recommend.FleetPreset, "cgpilot-fleet, node-wide CPU objective swept 0.5–6 % (memory a tenth)"},
 		{"default", recommend.DefaultPreset + " (default preset)"},
 		{"control", "VPA 1.8.1 defaults (p90 + 15 %)"},
+		{"bound", "hindsight bounds at VPA's violation rate: one target per series per day (upper ×) and per half day"},
 	} {
 		fmt.Fprintf(w, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly-10, colors[l.fam], lx+18, ly, xmlEscape(l.text))
 		ly += 18

@@ -5,7 +5,7 @@
 #
 #   hack/traces/frontier.sh [OUT_DIR]   # default docs/frontier
 #
-# Full traces, step 1 h, warmup 24 h; about 6 minutes on 2 cores.
+# Full traces, step 1 h, warmup 24 h; about 5 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out=${1:-docs/frontier}

@@ -5,10 +5,12 @@ package cgtest_test
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/cgpilot/cgpilot/cgroup"
 	"github.com/cgpilot/cgpilot/test/cgtest"
 	"github.com/cgpilot/cgpilot/test/tier"
 )
@@ -59,5 +61,19 @@ func TestSandboxLifecycle(t *testing.T) {
 	}
 	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); !os.IsNotExist(err) {
 		t.Errorf("child %d still alive", pid)
+	}
+}
+
+// TestProcRootPresentsTheSandbox: an agent reading the fake procfs root's
+// mountinfo finds the sandbox's directories as the hierarchy roots.
+func TestProcRootPresentsTheSandbox(t *testing.T) {
+	tier.Kernel(t)
+	s := cgtest.New(t, "cpu", "cpuacct", "cpuset", "memory")
+	got, err := cgroup.ReadMounts(s.ProcRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := s.AsRoots(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("ReadMounts(ProcRoot) = %+v, want %+v", got, want)
 	}
 }

@@ -4,6 +4,7 @@ package cgtest
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -203,4 +204,49 @@ func (s *Sandbox) AsRoots() cgroup.Mounts {
 		m.Mode, m.Unified = cgroup.ModeHybrid, cgroup.Mount{Point: d, Root: "/"}
 	}
 	return m
+}
+
+// ProcRoot makes a procfs root for an agent process run by the test: the
+// host's /proc entries by symlink, except self/mountinfo, which names the
+// sandbox's directories as the hierarchy roots (AsRoots). An agent given
+// it (--path.procfs) resolves kubepods inside the sandbox in every
+// hierarchy, as it would on a node; its own /proc/<pid> stays the real one.
+func (s *Sandbox) ProcRoot() string {
+	s.t.Helper()
+	dir := s.t.TempDir()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if n == "self" || n == "thread-self" || n[0] >= '0' && n[0] <= '9' {
+			continue
+		}
+		if err := os.Symlink(filepath.Join("/proc", n), filepath.Join(dir, n)); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "self"), 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	var b strings.Builder
+	m := s.AsRoots()
+	id := 100
+	line := func(point, fstype, opts string) {
+		id++
+		fmt.Fprintf(&b, "%d 1 0:%d / %s rw,nosuid,nodev,noexec - %s %s %s\n", id, id, point, fstype, fstype, opts)
+	}
+	for _, c := range []string{"cpu", "cpuacct", "cpuset", "memory"} {
+		if mt, ok := m.V1[c]; ok {
+			line(mt.Point, "cgroup", "rw,"+c)
+		}
+	}
+	if m.Unified.Point != "" {
+		line(m.Unified.Point, "cgroup2", "rw")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "self", "mountinfo"), []byte(b.String()), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	return dir
 }

@@ -231,7 +231,7 @@ func startNodeAgent(t *testing.T, tweak func(*agent.Config)) (*harness.Node, kub
 }
 
 // startAgentOn runs the agent for node n until the test ends.
-func startAgentOn(t *testing.T, cp *harness.ControlPlane, n *harness.Node, tweak func(*agent.Config)) nodeAgent {
+func startAgentOn(t testing.TB, cp *harness.ControlPlane, n *harness.Node, tweak func(*agent.Config)) nodeAgent {
 	t.Helper()
 	cfg := agent.DefaultConfig()
 	cfg.NodeName = n.Name()

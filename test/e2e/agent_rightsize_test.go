@@ -42,7 +42,7 @@ type rsBed struct {
 	na   nodeAgent
 }
 
-func startRightsizeNode(t *testing.T) *rsBed {
+func startRightsizeNode(t testing.TB) *rsBed {
 	t.Helper()
 	bins := tier.Node(t)
 	cp := harness.MustStart(t, bins, harness.Options{Controllers: true})
@@ -76,7 +76,7 @@ func startRightsizeNode(t *testing.T) *rsBed {
 }
 
 // policy creates a RightsizePolicy from its spec in YAML-ish JSON.
-func (b *rsBed) policy(t *testing.T, name string, spec map[string]any) {
+func (b *rsBed) policy(t testing.TB, name string, spec map[string]any) {
 	t.Helper()
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "RightsizePolicy",
 		"metadata": map[string]any{"name": name}, "spec": spec}}
@@ -85,7 +85,7 @@ func (b *rsBed) policy(t *testing.T, name string, spec map[string]any) {
 	}
 }
 
-func (b *rsBed) pod(t *testing.T, name string) *corev1.Pod {
+func (b *rsBed) pod(t testing.TB, name string) *corev1.Pod {
 	t.Helper()
 	p, err := b.cs.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
@@ -115,7 +115,7 @@ func rl(cpu, mem string) corev1.ResourceList {
 }
 
 // containerCgroup is the pod's first container's cgroup path.
-func (b *rsBed) containerCgroup(t *testing.T, p *corev1.Pod) (string, bool) {
+func (b *rsBed) containerCgroup(t testing.TB, p *corev1.Pod) (string, bool) {
 	if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].ContainerID == "" {
 		return "", false
 	}
@@ -369,7 +369,7 @@ func TestNodeOOMBump(t *testing.T) {
 }
 
 // within polls cond every 500 ms until it holds or timeout passes.
-func within(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+func within(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	last := ""

@@ -1,0 +1,20 @@
+// Package kube is the agent's way to the API server: the few calls it
+// makes, and nothing else. It lists and watches the pods of its node,
+// patches them (annotations, pods/resize) and its Node, records Events,
+// reads the owners of ReplicaSets and Jobs and the labels of namespaces as
+// metadata only, asks discovery about two group versions, and hands out the
+// dynamic client for the RightsizePolicy CRD.
+//
+// Why not client-go's clientset: kubernetes.Clientset and its scheme link
+// the typed clients, apply configurations and protobuf code of every API
+// group (about 55 packages of k8s.io/api), which tripled the agent's
+// binary and added tens of MiB to the memory of a process that runs on
+// every node. This package builds on client-go's REST, metadata and
+// dynamic clients with a scheme that knows core/v1 alone.
+//
+// It must not import k8s.io/client-go/kubernetes (or anything that does:
+// the shared informer factories, discovery, the dynamic and metadata
+// informer factories); hack/check-imports.sh enforces it for the agent's
+// binary. Tests that fake the API server use kube/kubetest, which adapts
+// a clientset.
+package kube
