@@ -61,7 +61,8 @@ type Resize struct {
 	Before, After               corev1.ResourceRequirements // the pod spec
 	FilesBefore, FilesAfter     ResourceFiles
 	Restarts                    int32
-	State                       string // the cgpilot.io/recommendation state
+	State                       string     // the cgpilot.io/recommendation state
+	LastApplied                 *time.Time // and when it says the resize was applied
 	CtlExplain                  string
 	StatusRequests, StatusLimit corev1.ResourceList // what the kubelet reports applied
 }
@@ -210,7 +211,9 @@ func (r *run) showResize(ctx context.Context) error {
 		switch {
 		case p.Name != rz.Pod:
 			return "the web pod was replaced by " + p.Name
-		case !lowered || rec.State != "Applied":
+		// The state says Applied until the next decision (a step later)
+		// finds the new requests Unchanged; lastApplied stays.
+		case !lowered || rec.LastApplied == nil:
 			return fmt.Sprintf("requests %s, %s: %s %s", resourcesString(c.Requests), v1alpha1.AnnotationRecommendation, rec.State, rec.Reason)
 		case len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].Resources == nil:
 			return "no container status resources"
@@ -225,14 +228,21 @@ func (r *run) showResize(ctx context.Context) error {
 		recs, _ := ctl(ctx, r.res.Cgpilotctl, "recs", r.res.Socket)
 		return fmt.Errorf("web pod not resized: %w\n%s\n%s", err, recs, agentLogTail(r.node.State.Dir, 30))
 	}
-	r.res.Timings.FirstResize = time.Since(r.t0)
-	r.res.Timings.ResizeAfter = time.Since(r.rs.webCreated)
+	at := time.Now()
 	rz.After = web.Spec.Containers[0].Resources
 	rz.Restarts = web.Status.ContainerStatuses[0].RestartCount
 	rz.StatusRequests, rz.StatusLimit = web.Status.ContainerStatuses[0].Resources.Requests, web.Status.ContainerStatuses[0].Resources.Limits
 	var rec local.Recommendation
 	_ = json.Unmarshal([]byte(web.Annotations[v1alpha1.AnnotationRecommendation]), &rec)
-	rz.State = rec.State
+	rz.State, rz.LastApplied = rec.State, rec.LastApplied
+	// The resize may have come before this step looked (the earlier steps
+	// run meanwhile): then its time is the annotation's lastApplied, in
+	// whole seconds.
+	if la := rec.LastApplied; la != nil && la.Before(at.Add(-time.Second)) {
+		at = *la
+	}
+	r.res.Timings.FirstResize = at.Sub(r.t0)
+	r.res.Timings.ResizeAfter = at.Sub(r.rs.webCreated)
 	// The kubelet writes the cgroups right after it reports the resize;
 	// give it a moment to match the spec.
 	_ = poll(ctx, 5*time.Second, 50*time.Millisecond, func() bool {

@@ -360,7 +360,7 @@ func deployFlow(t *testing.T, inst installer) {
 	within(t, 3*time.Minute, "the web pod resized in place", func() (bool, string) {
 		w := get("web")
 		c := w.Spec.Containers[0].Resources
-		return c.Requests.Cpu().MilliValue() < 300 && recommendationOf(w).State == "Applied" && w.Status.ContainerStatuses[0].RestartCount == 0,
+		return c.Requests.Cpu().MilliValue() < 300 && recommendationOf(w).LastApplied != nil && w.Status.ContainerStatuses[0].RestartCount == 0,
 			fmt.Sprintf("requests %v, %s", c.Requests, recommendationOf(w).State)
 	})
 	var before local.RecView
