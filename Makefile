@@ -22,17 +22,13 @@ BENCHFLAGS ?= -benchmem
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(CACHE_DIR)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
-# Debian packages: the v2 VM (qemu, cpio), the node tier, and clang-19 so the
-# eBPF objects are checked against a regeneration (TestGeneratedUpToDate).
-APT_PKGS := qemu-system-x86 cpio containerd runc busybox-static containernetworking-plugins iproute2 iptables clang-19 llvm-19 libbpf-dev
-
 present = $(strip $(foreach p,$(1),$(if $(shell find $(patsubst %/...,%,$(p)) -name '*.go' -print -quit 2>/dev/null),$(p))))
 
 .PHONY: help build test test-unit test-kernel test-v2 test-e2e bench lint fuzz generate deps demo demo-down
 
 help:
 	@echo "build       build cgpilot-agent and cgpilotctl into bin/"
-	@echo "test        every test tier this machine supports: unit, kernel, v2, e2e"
+	@echo "test        install what is missing (make deps), then every test tier this machine supports: unit, kernel, v2, e2e"
 	@echo "test-unit   go vet + go test ./... (no root, no kernel, no cluster)"
 	@echo "test-kernel real cgroup writes on this host (root)"
 	@echo "test-v2     tests in a cgroup v2 qemu VM (PKG=./pkg/... to choose; default: $(V2_PKGS))"
@@ -41,16 +37,19 @@ help:
 	@echo "fuzz        each FuzzXxx target for FUZZTIME=$(FUZZTIME)"
 	@echo "generate    regenerate the API deepcopy, CRDs, chart copies and eBPF objects; fail if the committed ones differ"
 	@echo "lint        gofmt, go vet, staticcheck $(STATICCHECK_VERSION), hack/check-imports.sh, helm lint"
-	@echo "deps        apt packages (as root), Kubernetes binaries, v2 VM kernel"
-	@echo "demo        (root) the agent DaemonSet on a local single-node cluster: exclusive and shared pools, shown live"
+	@echo "deps        what is missing: apt packages (as root), Kubernetes binaries, v2 VM kernel (hack/deps.sh; make test and make demo run it)"
+	@echo "demo        (root) install what is missing, then the whole agent on a local single-node cluster, step by step"
 	@echo "demo-down   remove everything make demo started"
 
 build:
 	$(GO) build -trimpath -o bin/ ./cmd/...
 
 # Tiers run in order; one that cannot run here says why and is skipped, and
-# `make test` fails if any tier that ran failed.
+# `make test` fails if any tier that ran failed. It first installs what is
+# missing (hack/deps.sh test); what cannot be installed here (not root, not
+# Debian) only skips the tiers that need it.
 test:
+	@hack/deps.sh test || echo "==> make test: some dependencies are missing (above); the tiers that need them are skipped"
 	@export V2_PRESENT="$(call present,$(V2_PKGS))" E2E_PRESENT="$(call present,$(E2E_PKGS))"; \
 	rc=0; summary=""; \
 	for t in unit kernel v2 e2e; do \
@@ -142,25 +141,19 @@ lint: $(STATICCHECK)
 $(STATICCHECK):
 	GOBIN=$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-# Installs only what is missing. The Kubernetes binaries and the VM kernel are
-# cached under $(CACHE_DIR) and rebuilt/re-fetched only when their pins change.
+# Installs only what is missing (hack/deps.sh says what it does); the
+# Kubernetes binaries and the VM kernel are cached under $(CACHE_DIR) and
+# rebuilt/re-fetched only when their pins change. Warm, it takes ~0.1 s.
 deps:
-	@command -v dpkg-query >/dev/null || { echo "deps: dpkg-query not found: make deps needs Debian (or install $(APT_PKGS) yourself)" >&2; exit 1; }
-	@missing=$$(for p in $(APT_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed$$' || echo $$p; done | xargs); \
-	if [ -z "$$missing" ]; then echo "deps: apt packages present"; \
-	elif [ "$$(id -u)" != 0 ]; then echo "deps: missing apt packages: $$missing; run make deps as root" >&2; exit 1; \
-	else \
-	  echo "deps: apt-get install $$missing"; \
-	  apt-get update -qq; \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing </dev/null; \
-	fi
-	@echo "deps: Kubernetes binaries in $$(test/k8sbins/build.sh)"
-	@echo "deps: v2 VM kernel $$(test/v2vm/kernel.sh)"
+	@hack/deps.sh all
 
-# The agent on the test bed's single-node cluster, deployed as the DaemonSet
-# of deploy/ from a locally built image; the cluster stays up until demo-down.
+# The agent on the test bed's single-node cluster, deployed with kubectl
+# apply -k of deploy/ from a locally built image; the cluster stays up
+# until demo-down. Installs what the demo needs first.
 demo:
-	CGPILOT_K8S_BINS=$$(test/k8sbins/build.sh) $(GO) run ./test/cmd/demo up
+	@hack/deps.sh demo
+	@echo "==> go run ./test/cmd/demo up"
+	@CGPILOT_K8S_BINS=$$(test/k8sbins/build.sh --check) $(GO) run ./test/cmd/demo up
 
 demo-down:
 	$(GO) run ./test/cmd/demo down

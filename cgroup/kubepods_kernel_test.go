@@ -247,3 +247,49 @@ func usageOf(t *testing.T, k *cgtest.KubeletTree, rel string) int64 {
 	v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	return v
 }
+
+// TestKernelMemswFollowsLimit: a container whose runtime allows no swap
+// (v1 memory.memsw.limit_in_bytes equal to the limit, as containerd sets
+// it for the kubelet) has its limit raised and lowered; the kernel refuses
+// a limit above memsw, so memsw moves with it (the OOM bump's write).
+func TestKernelMemswFollowsLimit(t *testing.T) {
+	k, kp := openKubepods(t, "cgroupfs")
+	if k.SB.Unified {
+		t.Skip("kernel tier: memory.memsw.limit_in_bytes is v1 only; this host's test cgroups are v2")
+	}
+	rel, _ := k.Pod("memsw", "Burstable", "app")
+	dir := k.SB.Path(k.MemoryKey, rel+"/app")
+	if _, err := os.Stat(filepath.Join(dir, "memory.memsw.limit_in_bytes")); err != nil {
+		t.Skip("kernel tier: this kernel does not account swap (no memory.memsw.limit_in_bytes; boot with swapaccount=1)")
+	}
+	set := func(file string, v int64) {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(strconv.FormatInt(v, 10)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(file string) int64 {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	set("memory.limit_in_bytes", 100<<20)
+	set("memory.memsw.limit_in_bytes", 100<<20)
+	podPath := path.Join("/", k.KubepodsName, "burstable", "podmemsw")
+	ctr := podPath + "/app"
+	for _, want := range []int64{173 << 20, 64 << 20} {
+		v := want
+		if _, err := kp.ApplyPodResources(cgroup.PodResources{UID: "memsw", Path: podPath,
+			Containers: map[string]cgroup.Resources{ctr: {MemoryLimit: &v}}}); err != nil {
+			t.Fatalf("limit to %d: %v", want, err)
+		}
+		if l, sw := get("memory.limit_in_bytes"), get("memory.memsw.limit_in_bytes"); l != want || sw != want {
+			t.Fatalf("limit %d, memsw %d: want both %d", l, sw, want)
+		}
+	}
+}

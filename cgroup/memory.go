@@ -48,6 +48,23 @@ func readMemoryLimit(d Dirs) (int64, error) {
 	return readMemoryValue(d.Memory, limit)
 }
 
+// memswFile is v1's memory+swap limit; it exists only where the kernel
+// accounts swap (swapaccount=1, the default on most distributions).
+const memswFile = "memory.memsw.limit_in_bytes"
+
+// readMemsw reads v1's memory+swap limit, -1 = unlimited; ok is false on
+// v2 and where the file does not exist.
+func readMemsw(d Dirs) (limit int64, ok bool, err error) {
+	if d.Unified {
+		return 0, false, nil
+	}
+	if _, err := os.Stat(filepath.Join(d.Memory, memswFile)); err != nil {
+		return 0, false, nil
+	}
+	limit, err = readMemoryValue(d.Memory, memswFile)
+	return limit, err == nil, err
+}
+
 // readMemoryHigh reads v2 memory.high, -1 = max.
 func readMemoryHigh(d Dirs) (int64, error) {
 	if !d.Unified {

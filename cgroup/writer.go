@@ -150,6 +150,11 @@ type node struct {
 	memLimit    int64 // -1 unlimited
 	memHigh     int64
 	memUsage    uint64
+	// memsw is v1's memory.memsw.limit_in_bytes (-1 unlimited) where the
+	// kernel accounts swap (hasMemsw): a runtime that allows no swap sets
+	// it equal to the limit, and the kernel refuses a limit above it.
+	memsw    int64
+	hasMemsw bool
 }
 
 type applier struct {
@@ -332,6 +337,9 @@ func (a *applier) readCurrent(nodes []*node) error {
 			if n.memUsage, err = readMemoryUsage(d); err != nil {
 				return err
 			}
+			if n.memsw, n.hasMemsw, err = readMemsw(d); err != nil {
+				return err
+			}
 		}
 		if s.MemoryHigh != nil {
 			if n.memHigh, err = readMemoryHigh(d); err != nil {
@@ -415,9 +423,19 @@ func (a *applier) checkRelations(nodes []*node) error {
 					Reason: fmt.Sprintf("below usage %d × (1 + %.2f) = %.0f bytes", n.memUsage, margin, math.Ceil(floor))}
 			}
 		}
+		if l := s.MemoryLimit; l != nil && n.hasMemsw && !memswTracks(n) && memLess(n.memsw, pageRound(*l)) {
+			return &Refusal{Path: filepath.Join(d.Memory, limitFile(false)), Value: strconv.FormatInt(*l, 10),
+				Reason: fmt.Sprintf("above %s %d, which does not follow the limit (v1 rejects it)", memswFile, n.memsw)}
+		}
 	}
 	return nil
 }
+
+// memswTracks: the memory+swap limit is set and equals the memory limit,
+// as a runtime sets it to allow no swap; the writer then moves it with the
+// limit, keeping the cgroup without swap. An unlimited memsw (what the
+// kubelet leaves on pod cgroups) is never touched.
+func memswTracks(n *node) bool { return n.hasMemsw && n.memsw >= 0 && n.memsw == n.memLimit }
 
 func limitFile(unified bool) string {
 	_, limit, _, _ := memoryFiles(unified)
@@ -522,11 +540,20 @@ func (a *applier) memory(n *node, narrowing bool) error {
 		steps = append(steps, step{"memory.high", *high, &n.memHigh})
 	}
 	if limitChanged {
-		lim := step{limitFile(d.Unified), *limit, &n.memLimit}
+		lim := []step{{limitFile(d.Unified), *limit, &n.memLimit}}
+		// v1 keeps limit <= memsw: memsw grows first and shrinks last.
+		if !d.Unified && memswTracks(n) {
+			sw := step{memswFile, *limit, &n.memsw}
+			if shrinking {
+				lim = append(lim, sw)
+			} else {
+				lim = append([]step{sw}, lim...)
+			}
+		}
 		if shrinking {
-			steps = append(steps, lim)
+			steps = append(steps, lim...)
 		} else {
-			steps = append([]step{lim}, steps...)
+			steps = append(lim, steps...)
 		}
 	}
 	for _, st := range steps {

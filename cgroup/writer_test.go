@@ -336,6 +336,50 @@ func TestApplyRollsBackOnWriteFailure(t *testing.T) {
 	}
 }
 
+// TestApplyV1MemswFollowsLimit: where v1 accounts swap and the runtime set
+// memory+swap equal to the limit (no swap), the writer moves memsw with the
+// limit in the order the kernel accepts (limit <= memsw at every write);
+// an unlimited memsw is left alone; a limited one that does not follow is
+// a refusal when the new limit would exceed it, and nothing is written.
+func TestApplyV1MemswFollowsLimit(t *testing.T) {
+	fakeCgroupfs(t)
+	pod, c1, c2 := fakeV1Pod(t)
+	writeTree(t, pod.Memory, map[string]string{"memory.memsw.limit_in_bytes": "9223372036854771712"})
+	writeTree(t, c1.Memory, map[string]string{"memory.memsw.limit_in_bytes": "209715200"})
+	writeTree(t, c2.Memory, map[string]string{"memory.memsw.limit_in_bytes": "9223372036854771712"})
+	w := NewWriter(WriterOptions{})
+	plan := func(podLim, c1Lim, c2Lim int64) Plan {
+		return Plan{Pod: Target{Dirs: pod, Set: Resources{MemoryLimit: ptr(podLim)}},
+			Containers: []Target{{Dirs: c1, Set: Resources{MemoryLimit: ptr(c1Lim)}}, {Dirs: c2, Set: Resources{MemoryLimit: ptr(c2Lim)}}}}
+	}
+	recs, err := w.Apply(plan(600<<20, 300<<20, 250<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "pod/memory.limit_in_bytes:-1→629145600 c1/memory.memsw.limit_in_bytes:209715200→314572800 c1/memory.limit_in_bytes:209715200→314572800 c2/memory.limit_in_bytes:209715200→262144000"
+	if got := trace(recs); got != want {
+		t.Errorf("grow:\n got %s\nwant %s", got, want)
+	}
+	recs, err = w.Apply(plan(600<<20, 100<<20, 250<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = "c1/memory.limit_in_bytes:314572800→104857600 c1/memory.memsw.limit_in_bytes:314572800→104857600"
+	if got := trace(recs); got != want {
+		t.Errorf("shrink:\n got %s\nwant %s", got, want)
+	}
+	// memsw limited but not following the limit: above it is refused.
+	writeTree(t, c2.Memory, map[string]string{"memory.memsw.limit_in_bytes": "283115520"})
+	_, err = w.Apply(plan(600<<20, 100<<20, 300<<20))
+	var ref *Refusal
+	if !errors.As(err, &ref) || !strings.Contains(ref.Reason, "memory.memsw.limit_in_bytes") {
+		t.Fatalf("limit above an independent memsw: %v, want a Refusal naming memsw", err)
+	}
+	if got := read(t, c2.Memory, "memory.limit_in_bytes"); got != "262144000" {
+		t.Errorf("a refused plan wrote c2's limit: %s", got)
+	}
+}
+
 func TestApplyUnifiedMemoryOrder(t *testing.T) {
 	fakeCgroupfs(t)
 	dir := t.TempDir()

@@ -103,10 +103,10 @@ func (r *cgroupReader) read(pods []corev1.Pod) (Snapshot, error) {
 			quotaName = "cpu.max"
 		}
 		c.QuotaFile = filepath.Join(cd.CPU, quotaName)
-		if c.Quota, err = readQuota(c.QuotaFile); err != nil {
+		if c.Quota, err = readNumber(c.QuotaFile); err != nil {
 			return nil, err
 		}
-		if c.PodQuota, err = readQuota(filepath.Join(pd.CPU, quotaName)); err != nil {
+		if c.PodQuota, err = readNumber(filepath.Join(pd.CPU, quotaName)); err != nil {
 			return nil, err
 		}
 		s = append(s, c)
@@ -126,8 +126,10 @@ func readCPUs(file string) (cpuset.CPUSet, error) {
 	return set, nil
 }
 
-// readQuota reads cpu.cfs_quota_us, or the quota half of cpu.max ("max" is -1).
-func readQuota(file string) (int64, error) {
+// readNumber reads the first number of a cgroup file: cpu.cfs_quota_us,
+// cpu.shares, memory.limit_in_bytes, or the first half of cpu.max or
+// memory.max ("max" is -1).
+func readNumber(file string) (int64, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrDemo, err)
@@ -144,4 +146,59 @@ func readQuota(file string) (int64, error) {
 		return 0, fmt.Errorf("%w: %s: %q: %v", ErrDemo, file, b, err)
 	}
 	return q, nil
+}
+
+// ResourceFiles are a container's CPU and memory values as the kernel
+// holds them: what the kubelet (or the agent) last wrote.
+type ResourceFiles struct {
+	SharesFile  string // cpu.shares (v1) or cpu.weight (v2)
+	Shares      int64
+	QuotaFile   string // cpu.cfs_quota_us (v1) or cpu.max (v2)
+	Quota       int64  // -1 = no CFS quota
+	MemoryFile  string // memory.limit_in_bytes (v1) or memory.max (v2)
+	MemoryLimit int64  // -1 = "max" (v2)
+	OOMFile     string // memory.oom_control (v1) or memory.events (v2)
+	OOMKills    int64  // its oom_kill counter
+}
+
+// resources reads the first container's ResourceFiles of pod.
+func (r *cgroupReader) resources(p *corev1.Pod) (ResourceFiles, error) {
+	if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].ContainerID == "" {
+		return ResourceFiles{}, fmt.Errorf("%w: pod %s has no running container yet", ErrDemo, p.Name)
+	}
+	d, err := r.layout.ContainerDirs(string(p.UID), cgroup.QoS(p.Status.QOSClass), p.Status.ContainerStatuses[0].ContainerID)
+	if err != nil {
+		return ResourceFiles{}, fmt.Errorf("%w: pod %s: %v", ErrDemo, p.Name, err)
+	}
+	f := ResourceFiles{
+		SharesFile: filepath.Join(d.CPU, "cpu.shares"), QuotaFile: filepath.Join(d.CPU, "cpu.cfs_quota_us"),
+		MemoryFile: filepath.Join(d.Memory, "memory.limit_in_bytes"), OOMFile: filepath.Join(d.Memory, "memory.oom_control"),
+	}
+	if d.Unified {
+		f = ResourceFiles{
+			SharesFile: filepath.Join(d.CPU, "cpu.weight"), QuotaFile: filepath.Join(d.CPU, "cpu.max"),
+			MemoryFile: filepath.Join(d.Memory, "memory.max"), OOMFile: filepath.Join(d.Memory, "memory.events"),
+		}
+	}
+	if f.Shares, err = readNumber(f.SharesFile); err != nil {
+		return f, err
+	}
+	if f.Quota, err = readNumber(f.QuotaFile); err != nil {
+		return f, err
+	}
+	if f.MemoryLimit, err = readNumber(f.MemoryFile); err != nil {
+		return f, err
+	}
+	b, err := os.ReadFile(f.OOMFile)
+	if err != nil {
+		return f, fmt.Errorf("%w: %v", ErrDemo, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			if f.OOMKills, err = strconv.ParseInt(strings.TrimSpace(v), 10, 64); err != nil {
+				return f, fmt.Errorf("%w: %s: %q: %v", ErrDemo, f.OOMFile, line, err)
+			}
+		}
+	}
+	return f, nil
 }

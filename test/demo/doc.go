@@ -1,26 +1,45 @@
-// Package demo is `make demo`: on the test bed's single-node cluster
-// (harness: etcd, kube-apiserver, controllers, containerd and a kubelet) it
-// deploys the agent from the kustomize base of deploy/ (rendered in process
-// by test/deploy: RBAC, the CRD, the admission policy and the real
-// DaemonSet, with the few test-bed changes localize makes and prints) from
-// a locally built image, cached by the hash of its inputs (test/images),
-// starts an exclusive-core pod and busy shared pods, and prints what
-// cgpilotctl reports beside the values read from the cgroup files
-// themselves, then times four changes from the API call to the cgroup
-// files: release-isolation on and off, the exclusive pod deleted (shared
-// pods widen) and created again. The cluster stays up; Down deletes the
-// agent DaemonSet (so nothing re-creates its pod) and runs harness.Teardown.
+// Package demo is `make demo`: the whole agent on the test bed's
+// single-node cluster (harness: etcd, kube-apiserver, controllers,
+// containerd and a kubelet), shown step by step, each step a function of
+// its own that prints "step i/N" and its time:
 //
-// Up returns a Result with every observation, so the node-tier test in
-// test/e2e asserts the same state the demo prints.
+//  1. checkHost: root, 2 CPUs, no demo running; the agent image and
+//     cgpilotctl start building (test/images, cached by the hash of their
+//     inputs) while
+//  2. startCluster starts the test bed;
+//  3. images imports the image into the node's containerd (no registry);
+//  4. deployAgent writes a kustomize overlay of deploy/kustomize with the
+//     test bed's few changes (test/deploy.TestBed, each printed with its
+//     reason) and runs `kubectl apply -k` on it: the DaemonSet controller
+//     and the scheduler place the agent, under the admission policy;
+//  5. startWorkloads creates an exclusive-core pod, busy shared pods, and
+//     (kubectl apply -f) a web-like Deployment that asks for far more than
+//     it uses under an InPlace RightsizePolicy with short windows, and a
+//     memory hog under a second InPlace policy;
+//  6. showPools: the exclusive pod pinned, shown through cgpilotctl
+//     (pools, pods, explain) beside the cgroup files themselves;
+//  7. release, 8. restore, 9. deleteExclusive, 10. recreateExclusive:
+//     four changes timed from the API call to the cgroup files:
+//     release-isolation on and off, the exclusive pod deleted (the shared
+//     pods widen) and created again;
+//  11. showResize: the web pod's requests lowered in place (pods/resize,
+//     no restart), cgpilotctl recs and explain beside cpu.shares,
+//     cpu.cfs_quota_us and memory.limit_in_bytes (their v2 names on v2);
+//  12. showOOM: the memory hog's limit raised at its OOM kills, no restart
+//     loop, through kubectl logs and cgpilotctl explain;
+//  13. checkEvents: no Warning Event in any namespace besides the expected
+//     ones (expectedWarnings: the kubelet's cgroup v1 notice and the hog's
+//     OOM kills), else the demo fails naming each.
 //
-// Until the agent has every flag the manifests pass (--path.interrupts,
-// --kubelet-pod-resources, issue 11), localize drops the ones the built
-// agent's -h does not list, and says so.
+// The cluster stays up; Down deletes the agent DaemonSet (so nothing
+// re-creates its pod) and runs harness.Teardown. Up returns a Result with
+// every observation, so the node-tier test in test/e2e asserts the same
+// state the demo prints.
 //
 // Error contract: errors wrap ErrDemo and name the step, the object or file
 // and, for a failed agent, the tail of its container log. A failed Up tears
-// down everything it started. It imports harness, images, deploy and cgroup
-// (to resolve cgroup directories) and never the agent package: it sees the
-// agent only through the API server, the cgroup files and cgpilotctl.
+// down everything it started. It imports harness, images, deploy, cgroup
+// (to resolve cgroup directories) and the API packages (the policy and
+// annotation types), and never the agent package: it sees the agent only
+// through the API server, the cgroup files and cgpilotctl.
 package demo

@@ -66,17 +66,31 @@ func Kustomize(root string, components ...string) ([]byte, error) {
 		}
 		target = "/overlay"
 	}
-	opts := krusty.MakeDefaultOptions()
-	opts.Reorder = krusty.ReorderOptionLegacy // as kubectl kustomize and kubectl apply -k
-	rm, err := krusty.MakeKustomizer(opts).Run(mem, target)
+	out, err := build(mem, target)
 	if err != nil {
 		return nil, fmt.Errorf("%w: kustomize build %s/deploy/kustomize (components %v): %v", ErrRender, root, components, err)
 	}
-	out, err := rm.AsYaml()
+	return out, nil
+}
+
+// KustomizeDir renders the kustomization in dir on disk (an overlay such
+// as TestBed.WriteOverlay's) as `kubectl kustomize dir` does.
+func KustomizeDir(dir string) ([]byte, error) {
+	out, err := build(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
-		return nil, fmt.Errorf("%w: kustomize output: %v", ErrRender, err)
+		return nil, fmt.Errorf("%w: kustomize build %s: %v", ErrRender, dir, err)
 	}
 	return out, nil
+}
+
+func build(fs filesys.FileSystem, dir string) ([]byte, error) {
+	opts := krusty.MakeDefaultOptions()
+	opts.Reorder = krusty.ReorderOptionLegacy // as kubectl kustomize and kubectl apply -k
+	rm, err := krusty.MakeKustomizer(opts).Run(fs, dir)
+	if err != nil {
+		return nil, err
+	}
+	return rm.AsYaml()
 }
 
 // copyTree copies the regular files below dir on disk to at in mem.

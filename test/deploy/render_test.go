@@ -371,19 +371,7 @@ func TestHelmMatchesKustomize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := Helm(context.Background(), helm, root, Namespace, l.values)
-			if err != nil {
-				t.Fatal(err)
-			}
-			objs, err := Decode(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := Normalize(objs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := Diff("kustomize", k, "helm", h); d != "" {
+			if d := Diff("kustomize", k, "helm", helmNormalized(t, helm, root, l.values)); d != "" {
 				t.Errorf("helm template differs from kubectl kustomize:\n%s", d)
 			}
 			if len(k) < 9 {

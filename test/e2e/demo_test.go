@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cgpilot/cgpilot/cgroup"
 	"github.com/cgpilot/cgpilot/test/demo"
 	"github.com/cgpilot/cgpilot/test/harness"
 	"github.com/cgpilot/cgpilot/test/tier"
@@ -72,8 +74,11 @@ func TestDemoUpAndDown(t *testing.T) {
 		t.Fatalf("demo up: %v", err)
 	}
 	tm := res.Timings
-	t.Logf("timing: control plane %v, node %v, agent DaemonSet ready %v, pinned %v, release-isolation %v (watch %v), restore %v, delete->widen %v, re-create->pinned %v, total %v",
-		tm.ControlPlane, tm.Node, tm.AgentReady, tm.Pinned, tm.Release, tm.ReleaseWatch, tm.Restore, tm.Widen, tm.Repin, tm.Total)
+	t.Logf("timing: control plane %v, node %v, agent DaemonSet ready %v, pinned %v, release-isolation %v (watch %v), restore %v, delete->widen %v, re-create->pinned %v, first resize %v (web pod -> resized %v), OOM raise %v, total %v",
+		tm.ControlPlane, tm.Node, tm.AgentReady, tm.Pinned, tm.Release, tm.ReleaseWatch, tm.Restore, tm.Widen, tm.Repin, tm.FirstResize, tm.ResizeAfter, tm.OOMRaised, tm.Total)
+	if len(tm.Steps) != 13 || !strings.Contains(out.String(), "==> step 13/13: ") {
+		t.Errorf("%d steps timed, want 13 printed as step i/13", len(tm.Steps))
+	}
 
 	if !res.NodeCPUs.Equals(nodeCPUs) {
 		t.Errorf("demo's CPUs %s, /sys/devices/system/cpu/online %s", res.NodeCPUs, nodeCPUs)
@@ -156,11 +161,14 @@ func TestDemoUpAndDown(t *testing.T) {
 			t.Errorf("cgpilotctl pods does not show %s on the shared pool:\n%s", p, res.CtlPods)
 		}
 	}
-	for _, s := range []string{"export KUBECONFIG=" + res.Kubeconfig, "make demo-down", "no reserved CPUs", "cgpilotctl pools", "cgpilotctl pods"} {
+	for _, s := range []string{"export KUBECONFIG=" + res.Kubeconfig, "make demo-down", "none reserved", "$ cgpilotctl pools", "$ cgpilotctl pods",
+		"$ cgpilotctl recs", "$ cgpilotctl explain demo/" + res.Resize.Pod, "$ cgpilotctl explain demo/" + demo.HogPod, "$ cgpilotctl events", "kubectl apply -k " + res.Overlay} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("demo output lacks %q", s)
 		}
 	}
+
+	checkDemoRightsizing(t, res)
 
 	// The agent ran as the DaemonSet's pod from the local image.
 	cfg, err := clientcmd.BuildConfigFromFlags("", res.Kubeconfig)
@@ -200,13 +208,22 @@ func TestDemoUpAndDown(t *testing.T) {
 		t.Errorf("agent topology source %q (%v): want discovery from sysfs/procfs, not the lowest-id fallback", pools.TopologySource, err)
 	}
 
-	// deploy/kustomize is what `kubectl apply -k` accepts as it is (server-side
-	// dry run: validation and admission, nothing changed).
-	if b, err := exec.Command(filepath.Join(bins, "kubectl"), "--kubeconfig", res.Kubeconfig, "apply", "--server-side", "--force-conflicts", "--dry-run=server", "-k", filepath.Join(root, "deploy", "kustomize")).CombinedOutput(); err != nil {
+	// deploy/kustomize is what `kubectl apply -k` accepts as it is (a dry
+	// run on the server: validation and admission, nothing changed).
+	if b, err := exec.Command(filepath.Join(bins, "kubectl"), "--kubeconfig", res.Kubeconfig, "apply", "--dry-run=server", "-k", filepath.Join(root, "deploy", "kustomize")).CombinedOutput(); err != nil {
 		t.Errorf("kubectl apply --dry-run=server -k deploy/kustomize: %v\n%s", err, b)
 	} else {
-		t.Logf("kubectl apply --server-side --dry-run=server -k deploy/kustomize:\n%s", strings.TrimSpace(string(b)))
+		t.Logf("kubectl apply --dry-run=server -k deploy/kustomize:\n%s", strings.TrimSpace(string(b)))
 	}
+
+	// No Warning Event but the expected ones, also after the demo's own check.
+	expected, others, err := demo.Warnings(context.Background(), func(ctx context.Context) (*corev1.EventList, error) {
+		return cs.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	})
+	if err != nil || len(others) > 0 {
+		t.Errorf("Warning Events (%v):\n%s", err, strings.Join(others, "\n"))
+	}
+	t.Logf("expected Warning Events:\n%s", strings.Join(expected, "\n"))
 
 	st, err := harness.LoadState(dir)
 	if err != nil {
@@ -315,4 +332,52 @@ func readFile(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// checkDemoRightsizing: the web pod came down in place and its cgroups
+// hold the kubelet's values for the new spec; the memory hog's limit was
+// raised above what it holds, in the spec and the kernel, with no restart.
+func checkDemoRightsizing(t *testing.T, res *demo.Result) {
+	t.Helper()
+	rz := res.Resize
+	before, after := rz.Before, rz.After
+	if before.Requests.Cpu().MilliValue() != 300 || before.Requests.Memory().Value() != 256<<20 {
+		t.Errorf("web requests before %v: want the Deployment's 300m/256Mi", before.Requests)
+	}
+	if after.Requests.Cpu().Cmp(*before.Requests.Cpu()) >= 0 && after.Requests.Memory().Cmp(*before.Requests.Memory()) >= 0 {
+		t.Errorf("web requests %v after the resize, before %v: nothing came down", after.Requests, before.Requests)
+	}
+	if rz.Restarts != 0 || rz.LastApplied == nil {
+		t.Errorf("web: restarts %d, recommendation state %q, lastApplied %v: want no restart and the resize recorded as applied", rz.Restarts, rz.State, rz.LastApplied)
+	}
+	f := rz.FilesAfter
+	if want := int64(cgroup.KubeletShares(after.Requests.Cpu().MilliValue())); f.Shares != want {
+		t.Errorf("%s = %d, want %d for the request %v", f.SharesFile, f.Shares, want, after.Requests.Cpu())
+	}
+	if want := cgroup.KubeletQuota(after.Limits.Cpu().MilliValue()).QuotaUs; f.Quota != want {
+		t.Errorf("%s = %d, want %d for the limit %v", f.QuotaFile, f.Quota, want, after.Limits.Cpu())
+	}
+	if want := after.Limits.Memory().Value(); f.MemoryLimit > want || f.MemoryLimit < want-4096 {
+		t.Errorf("%s = %d, want %d", f.MemoryFile, f.MemoryLimit, want)
+	}
+	if fb := rz.FilesBefore; fb.Shares != int64(cgroup.KubeletShares(300)) || fb.MemoryLimit != 512<<20 {
+		t.Errorf("web cgroup before: shares %d, memory %d: want the kubelet's for 300m and 512Mi", fb.Shares, fb.MemoryLimit)
+	}
+	if !regexp.MustCompile(`(?m)^demo\s+` + regexp.QuoteMeta(rz.Pod) + `\s+web\s.*\sdemo-web\s+InPlace\s+\S+\s*$`).MatchString(res.CtlRecs) {
+		t.Errorf("cgpilotctl recs does not show %s under demo-web, InPlace:\n%s", rz.Pod, res.CtlRecs)
+	}
+	if tm := res.Timings; tm.FirstResize <= tm.ResizeAfter || tm.ResizeAfter < demo.WebMinHistory-time.Second {
+		t.Errorf("first resize at %v, %v after the web pod's creation: want after its minHistory", tm.FirstResize, tm.ResizeAfter)
+	}
+	o := res.OOM
+	const held = 150 << 20
+	if o.LimitBefore.Value() != 100<<20 || o.LimitAfter.Value() < held || o.Files.MemoryLimit < held {
+		t.Errorf("hog memory limit %v -> %v (cgroup %d): want 100Mi raised above %d", &o.LimitBefore, &o.LimitAfter, o.Files.MemoryLimit, held)
+	}
+	if o.Restarts != 0 || o.Files.OOMKills < 1 || !strings.Contains(o.Log, "allocated 150 MB") {
+		t.Errorf("hog: restarts %d, oom_kill %d, log %q: want no restart, at least one kill, and the memory allocated", o.Restarts, o.Files.OOMKills, o.Log)
+	}
+	if !strings.Contains(o.CtlExplain, "MemoryRaised") || !strings.Contains(o.CtlExplain, "OOMKilled") {
+		t.Errorf("cgpilotctl explain demo/hog shows no OOMKilled and MemoryRaised events:\n%s", o.CtlExplain)
+	}
 }

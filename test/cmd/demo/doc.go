@@ -4,10 +4,11 @@
 //	go run ./test/cmd/demo down [--dir DIR]
 //
 // up starts the test bed's single-node cluster in DIR ($CGPILOT_DEMO_DIR,
-// default /tmp/cgpilot-demo), deploys the agent from deploy/kustomize with a
-// locally built image, runs an exclusive-core pod and busy shared pods,
-// prints cgpilotctl's view beside the cgroup files' values, times four
-// changes, and leaves the cluster running. down (make demo-down) deletes
+// default /tmp/cgpilot-demo), deploys the agent with kubectl apply -k of
+// deploy/kustomize and a locally built image, and shows the whole agent in
+// numbered steps (see package test/demo): CPU pools, in-place right-sizing
+// and an OOM bump, through cgpilotctl beside the cgroup files; it fails if
+// an unexpected Warning Event appeared, and leaves the cluster running. down (make demo-down) deletes
 // the agent DaemonSet, then removes the test bed as `testbed down` does.
 // The Kubernetes binaries come from --bins, $CGPILOT_K8S_BINS or
 // test/k8sbins/build.sh --check. up must run inside the cgpilot checkout

@@ -59,7 +59,7 @@ func run(args []string, out io.Writer) error {
 	if *bins == "" {
 		b, err := exec.Command(filepath.Join(root, "test/k8sbins/build.sh"), "--check").Output()
 		if err != nil {
-			return errors.New("the Kubernetes binaries are not built: run make deps (or test/k8sbins/build.sh), or set CGPILOT_K8S_BINS")
+			return errors.New("the Kubernetes binaries are not built: run make demo (or test/k8sbins/build.sh), or set CGPILOT_K8S_BINS")
 		}
 		*bins = strings.TrimSpace(string(b))
 	}

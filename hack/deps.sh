@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# deps.sh [demo|test|all] - install what is missing for `make demo`, `make
+# test` or both (default all), idempotently, saying what it does:
+#
+#   apt packages   (root, Debian) the node tier and the demo: containerd, runc,
+#                  busybox-static, CNI plugins, iproute2, iptables; for test
+#                  also qemu-system-x86 and cpio (the v2 VM) and clang-19,
+#                  llvm-19, libbpf-dev (the eBPF objects' regeneration check)
+#   k8s binaries   test/k8sbins/build.sh: built once from the Go module proxy
+#                  (10-20 min on 2 cores), cached by their pin
+#   v2 VM kernel   test/v2vm/kernel.sh (test only): a Debian kernel, cached
+#
+# `make demo` and `make test` run it first; when everything is there it
+# takes well under a second. For demo a missing piece is an error. For test
+# it is not: the tiers that need it are skipped by `make test`, which says
+# why (hack/tier-check.sh), and the rest still runs.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+what=${1:-all}
+case $what in demo | test | all) ;; *) echo "usage: $0 [demo|test|all]" >&2; exit 2 ;; esac
+
+NODE_PKGS="containerd runc busybox-static containernetworking-plugins iproute2 iptables"
+TEST_PKGS="qemu-system-x86 cpio clang-19 llvm-19 libbpf-dev"
+pkgs=$NODE_PKGS
+steps=2
+if [ "$what" != demo ]; then pkgs="$pkgs $TEST_PKGS"; steps=3; fi
+
+# The demo runs a real kubelet and containerd: nothing to install for a
+# user who cannot run it.
+if [ "$what" = demo ] && [ "$(id -u)" != 0 ]; then
+  echo "deps: make demo runs a real kubelet and containerd: run it as root (sudo make demo)" >&2
+  exit 1
+fi
+
+start=$(date +%s%N)
+ms() { echo "$(( ($(date +%s%N) - $1) / 1000000 ))ms"; }
+rc=0
+failed() { # what, why
+  echo "deps: $1: $2" >&2
+  if [ "$what" = demo ]; then exit 1; fi
+  rc=1
+}
+
+t=$(date +%s%N)
+if ! command -v dpkg-query >/dev/null; then
+  failed "1/$steps apt packages" "not Debian (no dpkg-query): install $pkgs yourself"
+else
+  # One dpkg-query for all (a package it does not know is missing too).
+  installed=" $(dpkg-query -W -f='${Package} ${Status}\n' $pkgs 2>/dev/null | awk '/ install ok installed$/ { printf "%s ", $1 }')"
+  missing=$(for p in $pkgs; do [[ $installed == *" $p "* ]] || echo "$p"; done | xargs)
+  if [ -z "$missing" ]; then
+    echo "deps 1/$steps: apt packages present ($(ms "$t"))"
+  elif [ "$(id -u)" != 0 ]; then
+    failed "1/$steps apt packages" "missing $missing: run as root (sudo make deps)"
+  else
+    echo "deps 1/$steps: apt-get install $missing"
+    if DEBIAN_FRONTEND=noninteractive apt-get update -qq </dev/null &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing </dev/null; then
+      echo "deps 1/$steps: installed $missing ($(ms "$t"))"
+    else
+      failed "1/$steps apt packages" "apt-get install $missing failed (see above)"
+    fi
+  fi
+fi
+
+t=$(date +%s%N)
+if dir=$(test/k8sbins/build.sh --check); then
+  echo "deps 2/$steps: Kubernetes binaries in $dir ($(ms "$t"))"
+else
+  echo "deps 2/$steps: building the Kubernetes binaries (once; cached by their pin)"
+  if dir=$(test/k8sbins/build.sh); then
+    echo "deps 2/$steps: Kubernetes binaries in $dir ($(ms "$t"))"
+  else
+    failed "2/$steps Kubernetes binaries" "test/k8sbins/build.sh failed (see above)"
+  fi
+fi
+
+if [ "$what" != demo ]; then
+  t=$(date +%s%N)
+  if k=$(test/v2vm/kernel.sh); then
+    echo "deps 3/$steps: v2 VM kernel $k ($(ms "$t"))"
+  else
+    failed "3/$steps v2 VM kernel" "test/v2vm/kernel.sh failed (see above)"
+  fi
+fi
+echo "deps: done in $(ms "$start")"
+exit $rc

@@ -1,0 +1,98 @@
+//go:build linux
+
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cgpilot/cgpilot/api/v1alpha1"
+)
+
+func event(typ, ns, kind, name, reason string) corev1.Event {
+	return corev1.Event{Type: typ, Reason: reason, Message: "m",
+		InvolvedObject: corev1.ObjectReference{Kind: kind, Namespace: ns, Name: name}}
+}
+
+// TestWarnings: only the host's cgroup v1 notice and the hog's OOM kills
+// are expected; every other Warning is named, Normal events are ignored.
+func TestWarnings(t *testing.T) {
+	evs := &corev1.EventList{Items: []corev1.Event{
+		event(corev1.EventTypeWarning, "", "Node", "cgpilot-node", "CgroupV1"),
+		event(corev1.EventTypeWarning, "default", "Service", "kubernetes", "ClusterIPNotAllocated"),
+		event(corev1.EventTypeWarning, "default", "Service", "web", "ClusterIPNotAllocated"),
+		event(corev1.EventTypeWarning, Namespace, "Pod", HogPod, "OOMKilled"),
+		event(corev1.EventTypeWarning, Namespace, "Pod", "web-1", "OOMKilled"),
+		event(corev1.EventTypeWarning, agentNS, "Pod", "cgpilot-agent-x", "Unhealthy"),
+		event(corev1.EventTypeWarning, Namespace, "Pod", HogPod, "MemoryRaiseFailed"),
+		event(corev1.EventTypeNormal, Namespace, "Pod", HogPod, "MemoryRaised"),
+	}}
+	expected, others, err := Warnings(context.Background(), func(context.Context) (*corev1.EventList, error) { return evs, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(expected) != 3 || len(others) != 4 {
+		t.Fatalf("expected %q, others %q: want 3 and 4", expected, others)
+	}
+	for _, want := range []string{"demo/Pod/web-1 OOMKilled", "default/Service/web ClusterIPNotAllocated", "cgpilot-system/Pod/cgpilot-agent-x Unhealthy", "demo/Pod/hog MemoryRaiseFailed"} {
+		if !strings.Contains(strings.Join(others, "\n"), want) {
+			t.Errorf("others %q lack %q", others, want)
+		}
+	}
+	if _, _, err := Warnings(context.Background(), func(context.Context) (*corev1.EventList, error) { return nil, errors.New("down") }); !errors.Is(err, ErrDemo) {
+		t.Errorf("list error: %v, want ErrDemo", err)
+	}
+}
+
+// TestRightsizeWorkloads: the manifest the demo applies holds two valid
+// InPlace policies, each selecting its workload, with the windows the demo
+// prints.
+func TestRightsizeWorkloads(t *testing.T) {
+	var policies []v1alpha1.RightsizePolicy
+	kinds := map[string]int{}
+	for _, o := range rightsizeWorkloads() {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal(b, &meta); err != nil {
+			t.Fatal(err)
+		}
+		kinds[meta.Kind]++
+		if meta.Kind != "RightsizePolicy" {
+			continue
+		}
+		js, err := yaml.YAMLToJSON(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p v1alpha1.RightsizePolicy
+		dec := json.NewDecoder(bytes.NewReader(js))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("policy %s: %v", b, err)
+		}
+		policies = append(policies, p)
+	}
+	if kinds["RightsizePolicy"] != 2 || kinds["Deployment"] != 1 || kinds["Pod"] != 1 {
+		t.Fatalf("kinds %v", kinds)
+	}
+	for _, p := range policies {
+		if p.Spec.Mode != v1alpha1.ModeInPlace || p.Spec.PodSelector == nil || p.Spec.NamespaceSelector == nil {
+			t.Errorf("policy %s: %+v", p.Name, p.Spec)
+		}
+	}
+	web := policies[0]
+	if web.Spec.Step == nil || web.Spec.Step.Duration != webStep || web.Spec.MinHistory == nil || web.Spec.MinHistory.Duration != WebMinHistory ||
+		web.Spec.PodSelector.MatchLabels["app"] != "web" {
+		t.Errorf("web policy %+v: want step %v, minHistory %v, app=web", web.Spec, webStep, WebMinHistory)
+	}
+}

@@ -1,0 +1,165 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+var bed = TestBed{Image: "docker.io/local/cgpilot-agent:demo", APIHost: "127.0.0.1", APIPort: "6443", HealthPort: 12345,
+	KubeletDir: "/bed/node/kubelet", StateDir: "/bed/agent", SampleInterval: time.Second}
+
+func overlayObjects(t *testing.T, b TestBed) (*appsv1.DaemonSet, *corev1.ConfigMap, map[string]map[string]any) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "overlay")
+	if err := b.WriteOverlay(dir, repoRoot(t)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := KustomizeDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Decode(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	norm, err := Normalize(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return agentDaemonSet(t, objs), typed(t, Find(objs, "ConfigMap", AgentName), &corev1.ConfigMap{}), norm
+}
+
+// helmNormalized is helm template with values, Normalized.
+func helmNormalized(t *testing.T, helm, root string, values map[string]any) map[string]map[string]any {
+	t.Helper()
+	b, err := Helm(context.Background(), helm, root, Namespace, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := Normalize(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// TestTestBedOverlay: the overlay changes exactly what TestBed says, and
+// keeps every other argument, mount and setting of the base.
+func TestTestBedOverlay(t *testing.T) {
+	ds, cm, _ := overlayObjects(t, bed)
+	base := agentDaemonSet(t, render(t))
+	c, bc := ds.Spec.Template.Spec.Containers[0], base.Spec.Template.Spec.Containers[0]
+	if c.Image != bed.Image || c.ImagePullPolicy != corev1.PullNever {
+		t.Errorf("image %s %s, want %s Never", c.Image, c.ImagePullPolicy, bed.Image)
+	}
+	if len(c.Args) != len(bc.Args) {
+		t.Errorf("args %v, base %v: want the same flags", c.Args, bc.Args)
+	}
+	for i, a := range bc.Args {
+		want := a
+		if strings.HasPrefix(a, "--health-addr=") {
+			want = "--health-addr=127.0.0.1:12345"
+		}
+		if i >= len(c.Args) || c.Args[i] != want {
+			t.Errorf("arg %d: %v, want %s", i, c.Args, want)
+		}
+	}
+	if c.ReadinessProbe.HTTPGet.Port.IntValue() != 12345 || c.LivenessProbe.HTTPGet.Port.IntValue() != 12345 ||
+		c.ReadinessProbe.InitialDelaySeconds != bc.ReadinessProbe.InitialDelaySeconds || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("probes %+v %+v: want port 12345, the rest of the base's", c.ReadinessProbe, c.LivenessProbe)
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if env["KUBERNETES_SERVICE_HOST"] != "127.0.0.1" || env["KUBERNETES_SERVICE_PORT"] != "6443" || len(c.Env) != len(bc.Env)+2 {
+		t.Errorf("env %v: want the base's plus the API server's address", c.Env)
+	}
+	paths := map[string]string{}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.HostPath != nil {
+			paths[v.Name] = v.HostPath.Path
+		}
+	}
+	for _, v := range base.Spec.Template.Spec.Volumes {
+		if v.HostPath == nil {
+			continue
+		}
+		want := v.HostPath.Path
+		if to, ok := bed.HostPaths()[want]; ok {
+			want = to
+		}
+		if paths[v.Name] != want {
+			t.Errorf("volume %s: host path %q, want %q", v.Name, paths[v.Name], want)
+		}
+	}
+	if !reflect.DeepEqual(c.VolumeMounts, bc.VolumeMounts) || !reflect.DeepEqual(c.SecurityContext, bc.SecurityContext) {
+		t.Errorf("mounts or security context changed")
+	}
+	var cfg, baseCfg map[string]any
+	baseCM := typed(t, Find(render(t), "ConfigMap", AgentName), &corev1.ConfigMap{})
+	if err := yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(baseCM.Data["config.yaml"]), &baseCfg); err != nil {
+		t.Fatal(err)
+	}
+	baseCfg["rightsizing"].(map[string]any)["sampleInterval"] = "1s"
+	if !reflect.DeepEqual(cfg, baseCfg) {
+		t.Errorf("config %v, want the base's with sampleInterval 1s: %v", cfg, baseCfg)
+	}
+	if len(bed.Notes()) != 5 {
+		t.Errorf("notes %q: want one per change", bed.Notes())
+	}
+}
+
+// TestTestBedHelmMatchesOverlay: helm template with HelmValues renders the
+// same objects as the overlay, so the node-tier tests of both installers
+// deploy the same agent.
+func TestTestBedHelmMatchesOverlay(t *testing.T) {
+	helm := helmBinary(t)
+	_, _, k := overlayObjects(t, bed)
+	v, err := bed.HelmValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v["createNamespace"] = true
+	if d := Diff("overlay", k, "helm", helmNormalized(t, helm, repoRoot(t), v)); d != "" {
+		t.Errorf("helm with the test bed's values differs from the overlay:\n%s", d)
+	}
+}
+
+func TestTestBedErrors(t *testing.T) {
+	root := repoRoot(t)
+	for name, b := range map[string]TestBed{
+		"no tag":        {Image: "local/agent", APIHost: "h", APIPort: "1", HealthPort: 1, KubeletDir: "/k", StateDir: "/s"},
+		"registry port": {Image: "reg:5000/agent", APIHost: "h", APIPort: "1", HealthPort: 1, KubeletDir: "/k", StateDir: "/s"},
+		"no api":        {Image: "a:b", HealthPort: 1, KubeletDir: "/k", StateDir: "/s"},
+		"port":          {Image: "a:b", APIHost: "h", APIPort: "1", HealthPort: 70000, KubeletDir: "/k", StateDir: "/s"},
+		"relative":      {Image: "a:b", APIHost: "h", APIPort: "1", HealthPort: 1, KubeletDir: "k", StateDir: "/s"},
+	} {
+		dir := t.TempDir()
+		if err := b.WriteOverlay(dir, root); !errors.Is(err, ErrRender) {
+			t.Errorf("%s: WriteOverlay = %v, want ErrRender", name, err)
+		}
+		if _, err := b.HelmValues(); !errors.Is(err, ErrRender) {
+			t.Errorf("%s: HelmValues = %v, want ErrRender", name, err)
+		}
+	}
+	if err := bed.WriteOverlay(t.TempDir(), t.TempDir()); !errors.Is(err, ErrRender) {
+		t.Errorf("no deploy/ in root: %v, want ErrRender", err)
+	}
+}
