@@ -69,7 +69,7 @@ func newMetrics() *metrics {
 	m.oomLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cgpilot_oom_bump_latency_seconds",
 		Help: "From an OOM kill (the kernel's time where known) to the raised limit written in the cgroup.", Buckets: buckets})
 	m.resizeTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cgpilot_resize_seconds",
-		Help: "From a decision to change a pod's resources to pods/resize accepting it (phase=accepted), and to the kubelet's status and the cgroups showing it (phase=applied).",
+		Help:    "From a decision to change a pod's resources to pods/resize accepting it (phase=accepted), and to the kubelet's status and the cgroups showing it (phase=applied).",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"phase"})
 	m.reg.MustRegister(m.rsDecisions, m.recChanges, m.resizes, m.oomKills, m.oomBumps, m.oomLatency, m.resizeTime)
 	m.reg.MustRegister(m.poolCPUs, m.exclPods, m.allocations, m.refusals, m.applyLatency, m.lateLatency, m.writes, m.writeErrors, m.drift, m.panics,
