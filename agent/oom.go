@@ -74,7 +74,11 @@ func (r *rightsizer) onOOM(ev oomwatch.Event) {
 	usage := max(c.Spec.Limits.Memory, c.Usage)
 	key := string(workload) + "/" + ref.container
 	r.engine.RecordOOM(key, recommend.OOMEvent{Time: ev.Time, UsageBytes: usage, LimitBytes: c.Spec.Limits.Memory, RequestBytes: c.Spec.Requests.Memory})
-	msg := fmt.Sprintf("container %s OOM-killed (pid %d %q) at memory limit %s", ref.container, ev.PID, ev.Comm, local.FormatMemory(c.Spec.Limits.Memory))
+	victim := fmt.Sprintf("pid %d %q", ev.PID, ev.Comm)
+	if ev.PID == 0 {
+		victim = "seen by the cgroup's OOM counter: process unknown"
+	}
+	msg := fmt.Sprintf("container %s OOM-killed (%s) at memory limit %s", ref.container, victim, local.FormatMemory(c.Spec.Limits.Memory))
 	r.c.events.emit(who, pools.Event{Warning: true, Reason: "OOMKilled", Message: msg})
 
 	pol, mode := policyOf(in)

@@ -160,11 +160,11 @@ func (a *applier) applyOne(ctx context.Context, key string) error {
 		a.decided[ch.uid] = ch.decided
 		a.mu.Unlock()
 		a.r.setState(ch.uid, stateResized, "pods/resize accepted: "+ch.summary+"; waiting for the kubelet", true)
-		reason := "Resized"
+		reason, msg := "Resized", ch.summary
 		if ch.reason == "OOMBump" {
-			reason = "MemoryRaisedDurably"
+			reason, msg = "MemoryRaisedDurably", "pods/resize accepted, so the kubelet keeps the raised limit: "+ch.summary
 		}
-		a.c.events.emit(ref, pools.Event{Reason: reason, Message: ch.summary})
+		a.c.events.emit(ref, pools.Event{Reason: reason, Message: msg})
 		return nil
 	case apierrors.IsNotFound(err):
 		done()

@@ -726,6 +726,17 @@ func (r *rightsizer) viewsOfLocked(rp *rsPod) []local.RecView {
 	for _, cd := range d.Containers {
 		byName[cd.Name] = cd
 	}
+	specs := map[string]rightsize.Requirements{}
+	if p := r.c.podByUID(rp.ref.UID); p != nil {
+		written := r.apply.values(rp.ref.UID)
+		for _, c := range p.Spec.Containers {
+			req, lim := requirementsOf(c.Resources)
+			specs[c.Name] = rightsize.Requirements{Requests: req, Limits: lim}
+			if v, ok := written[c.Name]; ok {
+				specs[c.Name] = v
+			}
+		}
+	}
 	names := make([]string, 0, len(rp.containers))
 	for n := range rp.containers {
 		names = append(names, n)
@@ -742,9 +753,11 @@ func (r *rightsizer) viewsOfLocked(rp *rsPod) []local.RecView {
 			v.CPUP50, v.CPUP95, v.CPUMax = u.CPUP50, u.CPUP95, u.CPUMax
 			v.MemP50, v.MemP95, v.MemMax = u.MemP50, u.MemP95, u.MemMax
 		}
+		if spec, ok := specs[name]; ok { // what is in force now, not at the last decision
+			v.Request = local.FormatCPU(spec.Requests.CPU) + "/" + local.FormatMemory(spec.Requests.Memory)
+			v.Limit = local.FormatCPU(spec.Limits.CPU) + "/" + local.FormatMemory(spec.Limits.Memory)
+		}
 		if cd, ok := byName[name]; ok {
-			v.Request = local.FormatCPU(cd.From.Requests.CPU) + "/" + local.FormatMemory(cd.From.Requests.Memory)
-			v.Limit = local.FormatCPU(cd.From.Limits.CPU) + "/" + local.FormatMemory(cd.From.Limits.Memory)
 			if rec := cd.Recommendation; rec != nil {
 				v.Recommendation = local.FormatCPU(rec.CPU.Target) + "/" + local.FormatMemory(rec.Memory.Target)
 			}

@@ -90,6 +90,18 @@ func FormatCPU(cores float64) string {
 }
 
 // FormatMemory writes bytes as a Kubernetes quantity (Mi or Gi when exact).
+// HumanMemory writes bytes for people (usage columns), not as a quantity
+// to send: whole MiB below 10 GiB, GiB with one decimal above.
+func HumanMemory(bytes float64) string {
+	switch {
+	case bytes <= 0 || math.IsNaN(bytes) || math.IsInf(bytes, 0):
+		return "0"
+	case bytes < 10<<30:
+		return fmt.Sprintf("%.0fMi", math.Ceil(bytes/(1<<20)))
+	}
+	return fmt.Sprintf("%.1fGi", bytes/(1<<30))
+}
+
 func FormatMemory(bytes float64) string {
 	if bytes <= 0 || math.IsNaN(bytes) || math.IsInf(bytes, 0) {
 		return "0"

@@ -29,7 +29,7 @@ func runRecs(args []string, stdout, stderr io.Writer) int {
 	for _, r := range recs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s/%s\t%s/%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Pod, r.Container,
 			local.FormatCPU(r.CPUP50), local.FormatCPU(r.CPUP95), local.FormatCPU(r.CPUMax),
-			local.FormatMemory(r.MemP50), local.FormatMemory(r.MemP95), local.FormatMemory(r.MemMax),
+			local.HumanMemory(r.MemP50), local.HumanMemory(r.MemP95), local.HumanMemory(r.MemMax),
 			dash(r.Request), dash(r.Limit), dash(r.Recommendation), dash(r.Policy), dash(r.Mode), dash(r.State))
 	}
 	tw.Flush()

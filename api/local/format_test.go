@@ -1,0 +1,33 @@
+package local
+
+import (
+	"math"
+	"testing"
+)
+
+func TestFormats(t *testing.T) {
+	for _, tc := range []struct {
+		v               float64
+		cpu, mem, human string
+	}{
+		{0, "0", "0", "0"},
+		{-1, "0", "0", "0"},
+		{math.NaN(), "0", "0", "0"},
+		{0.25, "250m", "1", "1Mi"},
+		{1.0001, "1001m", "2", "1Mi"},
+		{100 << 20, "104857600", "100Mi", "100Mi"},
+		{215785636, "215785636", "215785636", "206Mi"},
+		{2 << 30, "2147483648", "2Gi", "2048Mi"},
+		{12.5 * (1 << 30), "13421772800", "12800Mi", "12.5Gi"},
+	} {
+		if got := FormatCPU(tc.v); got != tc.cpu {
+			t.Errorf("FormatCPU(%v) = %q, want %q", tc.v, got, tc.cpu)
+		}
+		if got := FormatMemory(tc.v); got != tc.mem {
+			t.Errorf("FormatMemory(%v) = %q, want %q", tc.v, got, tc.mem)
+		}
+		if got := HumanMemory(tc.v); got != tc.human {
+			t.Errorf("HumanMemory(%v) = %q, want %q", tc.v, got, tc.human)
+		}
+	}
+}
