@@ -96,6 +96,11 @@ type RightsizeConfig struct {
 	// OOMWatch is how OOM kills are seen: auto (eBPF, else the cgroups'
 	// counters), bpf, counters, or off.
 	OOMWatch string `json:"oomWatch,omitempty"`
+	// ForgetAfter is how long the histograms of a workload container are
+	// kept once no pod of this node runs it (a Deployment scaled to zero,
+	// a workload rescheduled elsewhere): long enough to bridge a rollout
+	// or a restart, short enough that churn does not grow the state.
+	ForgetAfter metav1.Duration `json:"forgetAfter,omitempty"`
 }
 
 // on says whether right-sizing runs.
@@ -119,6 +124,7 @@ func DefaultConfig() Config {
 			HistoryRetention:   metav1.Duration{Duration: 14 * 24 * time.Hour},
 			HistoryMaxBytes:    256 << 20,
 			OOMWatch:           "auto",
+			ForgetAfter:        metav1.Duration{Duration: 24 * time.Hour},
 		},
 		HealthAddr:  "127.0.0.1:9464",
 		SocketPath:  local.DefaultSocket,
@@ -201,6 +207,8 @@ func (c Config) Validate() error {
 		return bad("rightsizing.historyRetention", rs.HistoryRetention.Duration, "want 1h to 2160h")
 	case rs.HistoryMaxBytes < 1<<20 || rs.HistoryMaxBytes > 64<<30:
 		return bad("rightsizing.historyMaxBytes", rs.HistoryMaxBytes, "want 1 MiB to 64 GiB")
+	case rs.ForgetAfter.Duration < time.Minute || rs.ForgetAfter.Duration > 90*24*time.Hour:
+		return bad("rightsizing.forgetAfter", rs.ForgetAfter.Duration, "want 1m to 2160h")
 	}
 	switch rs.OOMWatch {
 	case "auto", "bpf", "counters", "off":

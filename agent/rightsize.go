@@ -63,6 +63,9 @@ type rightsizer struct {
 	pendingRec map[string]pendingRecommendation
 	// due asks decideAll to run before the next round (a policy changed).
 	due chan struct{}
+	// running is when each workload container key last had a tracked pod
+	// (the sweep's view), for ForgetAfter; the sweep alone uses it.
+	running map[string]time.Time
 	// bumped, when set (by the kernel benchmark), is told the latency of
 	// each OOM bump from the kill to the written limit.
 	bumped func(oomwatch.Event, time.Duration)
@@ -106,7 +109,7 @@ type rsContainer struct {
 func newRightsizer(c *controller, e *rightsize.Engine, coll *collector.Collector, hist *history.Store, oom *oomwatch.Watcher) *rightsizer {
 	return &rightsizer{c: c, engine: e, coll: coll, hist: hist, oom: oom, owners: newOwnerCache(c.kube),
 		pods: map[string]*rsPod{}, dirs: map[string]ctrRef{}, last: map[string]lastSample{}, pendingRec: map[string]pendingRecommendation{},
-		due: make(chan struct{}, 1), statusWritten: map[string]nodeStatusMark{}}
+		due: make(chan struct{}, 1), statusWritten: map[string]nodeStatusMark{}, running: map[string]time.Time{}}
 }
 
 // policies is the policy index, nil until the CRD is served.
@@ -665,9 +668,45 @@ func (r *rightsizer) sweep(ctx context.Context) {
 	if !r.apply.api {
 		r.apply.reassert()
 	}
+	r.forgetGone(time.Now())
 	if n, err := r.hist.Dropped(); n > 0 && err != nil {
 		r.c.log.V(1).Info("history rows dropped", "rows", n, "reason", err.Error())
 	}
+}
+
+// forgetGone drops the histograms of workload containers no tracked pod
+// has run for ForgetAfter (counted from the agent's start for those it
+// found in its checkpoints), and OOM kills past their window.
+func (r *rightsizer) forgetGone(now time.Time) {
+	live := map[string]bool{}
+	r.mu.Lock()
+	for _, rp := range r.pods {
+		for name := range rp.containers {
+			live[string(rp.workload)+"/"+name] = true
+		}
+	}
+	r.mu.Unlock()
+	after := r.c.cfg.Rightsizing.ForgetAfter.Duration
+	keys := r.engine.Keys()
+	known := make(map[string]bool, len(keys))
+	for _, key := range keys {
+		known[key] = true
+		last, seen := r.running[key]
+		switch {
+		case live[key] || !seen:
+			r.running[key] = now
+		case now.Sub(last) > after:
+			r.engine.Forget(key)
+			delete(r.running, key)
+			r.c.log.V(1).Info("histograms forgotten: no pod of this node ran the workload container", "key", key, "for", after.String())
+		}
+	}
+	for key := range r.running {
+		if !known[key] {
+			delete(r.running, key)
+		}
+	}
+	r.engine.ExpireKills(now, rightsize.OOMWindow)
 }
 
 // checkpointLoop saves the histograms every interval.

@@ -346,6 +346,18 @@ func (r *Recommender) Forget(id string) {
 	}
 }
 
+// IDs lists the containers with state, sorted.
+func (r *Recommender) IDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.containers))
+	for id := range r.containers {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
 // Containers returns the number of containers with state.
 func (r *Recommender) Containers() int {
 	r.mu.Lock()

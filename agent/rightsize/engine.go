@@ -209,6 +209,37 @@ func (e *Engine) Kills(instance string, t time.Time, window time.Duration) int {
 	return len(e.ooms[instance])
 }
 
+// Keys lists the workload containers any preset has state for (fed since
+// the start or loaded from a checkpoint), sorted.
+func (e *Engine) Keys() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	set := map[string]bool{}
+	for _, r := range e.recs {
+		for _, id := range r.IDs() {
+			set[id] = true
+		}
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ExpireKills drops the OOM kills older than window, so that containers
+// that are gone leave nothing behind.
+func (e *Engine) ExpireKills(now time.Time, window time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for inst, ts := range e.ooms {
+		if len(ts) == 0 || now.Sub(ts[len(ts)-1]) > window {
+			delete(e.ooms, inst)
+		}
+	}
+}
+
 // Forget drops a workload container no pod of this node runs any more.
 func (e *Engine) Forget(key string) {
 	e.mu.Lock()

@@ -82,7 +82,7 @@ type RightsizePolicySpec struct {
 	// Preset names the recommender policy (cgpilotctl replay --policy);
 	// the overrides below change it for this policy only.
 	// +kubebuilder:default=cgpilot-balanced
-	// +kubebuilder:validation:Enum=cgpilot-balanced;cgpilot-slo;platform-sl-0.4;platform-sl-0.6;platform-sl-0.8;vpa
+	// +kubebuilder:validation:Enum=cgpilot-balanced;cgpilot-fleet;cgpilot-slo;platform-sl-0.4;platform-sl-0.6;platform-sl-0.8;vpa
 	// +optional
 	Preset string `json:"preset,omitempty"`
 	// CPU overrides the preset for CPU.
