@@ -1,7 +1,10 @@
 package rightsize
 
 import (
+	"errors"
+	"io/fs"
 	"math"
+	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -23,7 +26,13 @@ import (
 func TestLiveEqualsReplay(t *testing.T) {
 	traces := map[string]func(t *testing.T) *recommend.Trace{
 		"mini": func(t *testing.T) *recommend.Trace {
-			return readTrace(t, filepath.Join("..", "..", "cmd", "cgpilotctl", "testdata", "mini.csv"), 0)
+			f := filepath.Join("..", "..", "cmd", "cgpilotctl", "testdata", "mini.csv")
+			if _, err := os.Stat(f); errors.Is(err, fs.ErrNotExist) {
+				// The v2 VM packs only this package's own testdata; the unit
+				// tier, which has the whole tree, runs this case.
+				t.Skipf("%s not here (run from a package-only copy, as in the v2 VM): the unit tier runs it", f)
+			}
+			return readTrace(t, f, 0)
 		},
 		"bitbrains-2013-08-first-12": func(t *testing.T) *recommend.Trace {
 			return readTrace(t, filepath.Join(tier.SharedData(t, "traces"), "bitbrains-2013-08.csv.gz"), 12)

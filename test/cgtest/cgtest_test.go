@@ -5,7 +5,7 @@ package cgtest_test
 import (
 	"os"
 	"path/filepath"
-	"reflect"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,7 +73,8 @@ func TestProcRootPresentsTheSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := s.AsRoots(); !reflect.DeepEqual(got, want) {
+	// maps.Equal: a v2 host reads an empty V1 map where AsRoots has none.
+	if want := s.AsRoots(); got.Mode != want.Mode || got.Unified != want.Unified || !maps.Equal(got.V1, want.V1) {
 		t.Fatalf("ReadMounts(ProcRoot) = %+v, want %+v", got, want)
 	}
 }

@@ -99,15 +99,24 @@ func TestLayoutResolvesRealKubeletTree(t *testing.T) {
 		}
 		// The container's processes must be in each resolved directory;
 		// an existing but wrong directory would hold none of them.
+		// The pod reads Running while runc's init may not have exec'd
+		// the command yet ("runc:[2:INIT]"), so wait for the exec.
 		for _, d := range []string{ctr.CPU, ctr.CPUSet, ctr.Memory} {
-			pids := readPids(t, filepath.Join(d, "cgroup.procs"))
-			if len(pids) == 0 {
-				t.Errorf("%s (%s): no process in resolved container cgroup %s", name, qos, d)
-				continue
+			var got string
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				got = ""
+				if pids := readPids(t, filepath.Join(d, "cgroup.procs")); len(pids) > 0 {
+					comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pids[0]), "comm"))
+					got = strings.TrimSpace(string(comm))
+				}
+				if got == "sleep" || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
-			comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pids[0]), "comm"))
-			if got := strings.TrimSpace(string(comm)); got != "sleep" {
-				t.Errorf("%s: process in %s is %q, want the pod's sleep", name, d, got)
+			if got != "sleep" {
+				t.Errorf("%s (%s): process in resolved container cgroup %s is %q after 30 s, want the pod's sleep", name, qos, d, got)
 			}
 		}
 		t.Logf("%s: %s -> %s", name, qos, ctr.CPU)
