@@ -3,9 +3,9 @@
 package cgtest_test
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
-	"maps"
 	"strconv"
 	"strings"
 	"testing"
