@@ -89,7 +89,6 @@ func FormatCPU(cores float64) string {
 	return strconv.FormatInt(m, 10) + "m"
 }
 
-// FormatMemory writes bytes as a Kubernetes quantity (Mi or Gi when exact).
 // HumanMemory writes bytes for people (usage columns), not as a quantity
 // to send: whole MiB below 10 GiB, GiB with one decimal above.
 func HumanMemory(bytes float64) string {
@@ -102,6 +101,7 @@ func HumanMemory(bytes float64) string {
 	return fmt.Sprintf("%.1fGi", bytes/(1<<30))
 }
 
+// FormatMemory writes bytes as a Kubernetes quantity (Mi or Gi when exact).
 func FormatMemory(bytes float64) string {
 	if bytes <= 0 || math.IsNaN(bytes) || math.IsInf(bytes, 0) {
 		return "0"
