@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -67,7 +68,17 @@ type applier struct {
 
 func newApplier(c *controller, api bool) *applier {
 	return &applier{c: c, api: api, want: map[string]change{}, cgroupValues: map[string]map[string]rightsize.Requirements{}, decided: map[string]time.Time{},
-		q: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-resize"})}
+		q: workqueue.NewTypedRateLimitingQueueWithConfig(resizeRateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-resize"})}
+}
+
+// resizeRateLimiter backs a failing resize off up to 30 s, not the
+// default 1000 s: a raise held back while the API server was away (an OOM
+// bump already in the cgroup) reaches the spec within 30 s of its return,
+// at one request per pending pod.
+func resizeRateLimiter() workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 30*time.Second),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)})
 }
 
 // request queues a change; a later one for the same pod replaces it, but

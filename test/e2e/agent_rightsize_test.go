@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,13 +35,14 @@ import (
 // of history), against RightsizePolicies on the real API server.
 
 type rsBed struct {
+	cp   *harness.ControlPlane
 	cs   kubernetes.Interface
 	dyn  dynamic.ResourceInterface
 	node *harness.Node
 	na   nodeAgent
 }
 
-func startRightsizeNode(t testing.TB) *rsBed {
+func startRightsizeNode(t testing.TB, tweaks ...func(*agent.Config)) *rsBed {
 	t.Helper()
 	bins := tier.Node(t)
 	cp := harness.MustStart(t, bins, harness.Options{Controllers: true})
@@ -71,8 +71,11 @@ func startRightsizeNode(t testing.TB) *rsBed {
 	na := startAgentOn(t, cp, n, func(cfg *agent.Config) {
 		cfg.SweepInterval = metav1.Duration{Duration: 2 * time.Second}
 		cfg.Rightsizing.SampleInterval = metav1.Duration{Duration: time.Second}
+		for _, f := range tweaks {
+			f(cfg)
+		}
 	})
-	return &rsBed{cs: cp.Client, dyn: dc.Resource(v1alpha1.SchemeGroupVersion.WithResource("rightsizepolicies")), node: n, na: na}
+	return &rsBed{cp: cp, cs: cp.Client, dyn: dc.Resource(v1alpha1.SchemeGroupVersion.WithResource("rightsizepolicies")), node: n, na: na}
 }
 
 // policy creates a RightsizePolicy from its spec in YAML-ish JSON.
@@ -339,27 +342,11 @@ func TestNodeOOMBump(t *testing.T) {
 		t.Fatalf("events: %d OOMKilled, %d MemoryRaised", kills, raises)
 	}
 	// It stops OOMing: the cgroup's kill counter stands still.
-	killsNow := func() int {
-		d, err := b.na.kp.Layout().DirsAt(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		file := filepath.Join(d.Memory, "memory.oom_control")
-		if d.Unified {
-			file = filepath.Join(d.Memory, "memory.events")
-		}
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(raw), "\n") {
-			if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
-				n, _ := strconv.Atoi(strings.TrimSpace(v))
-				return n
-			}
-		}
-		return -1
+	d, err := b.na.kp.Layout().DirsAt(path)
+	if err != nil {
+		t.Fatal(err)
 	}
+	killsNow := func() int { return oomKills(t, d.Memory) }
 	before := killsNow()
 	time.Sleep(15 * time.Second)
 	if after := killsNow(); after != before || before < 1 {
