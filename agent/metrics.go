@@ -23,6 +23,7 @@ type metrics struct {
 	writeErrors  prometheus.Counter
 	drift        prometheus.Counter
 	panics       prometheus.Counter
+	apiRefused   *prometheus.CounterVec // local API connections turned away, by reason
 
 	// Right-sizing.
 	rsDecisions *prometheus.CounterVec // by state
@@ -67,6 +68,9 @@ func newMetrics() *metrics {
 		Help: "Memory raises after an OOM kill by result: written, failed, at-limit, not-applied (no InPlace policy)."}, []string{"result"})
 	m.oomLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cgpilot_oom_bump_latency_seconds",
 		Help: "From an OOM kill (the kernel's time where known) to the raised limit written in the cgroup.", Buckets: buckets})
+	m.apiRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_api_refused_connections_total",
+		Help: "Local API connections closed unserved, by reason: peer-not-allowed (neither uid 0 nor the socket group), no-credentials."}, []string{"reason"})
+	m.reg.MustRegister(m.apiRefused)
 	m.reg.MustRegister(m.rsDecisions, m.recChanges, m.resizes, m.oomKills, m.oomBumps, m.oomLatency)
 	m.reg.MustRegister(m.poolCPUs, m.exclPods, m.allocations, m.refusals, m.applyLatency, m.lateLatency, m.writes, m.writeErrors, m.drift, m.panics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
