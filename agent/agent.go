@@ -233,8 +233,12 @@ func (c *controller) run(ctx context.Context) error {
 	// returns.
 	defer func() {
 		cancel()
-		c.queue.ShutDownWithDrain()
-		c.statusQ.ShutDownWithDrain()
+		// ShutDownWithDrain waits for the keys being worked on; ShutDown
+		// then also ends the rate limiter's delaying loop.
+		for _, q := range []workqueue.TypedRateLimitingInterface[string]{c.queue, c.statusQ} {
+			q.ShutDownWithDrain()
+			q.ShutDown()
+		}
 		c.factory.Shutdown()
 		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
 		for _, s := range servers {

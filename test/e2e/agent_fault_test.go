@@ -1,0 +1,439 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	"github.com/cgpilot/cgpilot/agent"
+	"github.com/cgpilot/cgpilot/agent/pools"
+	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/test/harness"
+)
+
+// Fault tests of the agent against a real API server and real cgroups
+// (e2e and kernel tiers): shutdown, a 410 Gone relist behind a network
+// partition, a full disk under the checkpoint. The API server outage and
+// the kubelet's static CPU manager run on the real node
+// (agent_node_fault_test.go); kill -9 in agent_soak_test.go.
+
+// TestE2EShutdownLeavesNoGoroutine: when Run returns, every goroutine the
+// agent started has ended (goleak): the workers drained their queue, the
+// informers stopped, the servers, the cgroup watcher, right-sizing and the
+// Event broadcaster are gone, and the socket file is removed. Work is in
+// flight when the agent is stopped.
+func TestE2EShutdownLeavesNoGoroutine(t *testing.T) {
+	b := newBed(t)
+	_, sRel, _ := b.createPod(t, "web", "Burstable", nil, "app")
+	b.cfg.HealthAddr, b.cfg.MetricsAddr = freeAddr(t), freeAddr(t)
+	// What runs before the agent (the harness, client-go's and klog's
+	// daemons) is not the agent's.
+	before := goleak.IgnoreCurrent()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := agent.New(ctx, b.cfg, b.cp.Config, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	b.createPod(t, "db", "Guaranteed", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "postgres")
+	eventually(t, "allocated", func() (bool, string) {
+		_, ann := b.status(t, "db")
+		return ann[local.AnnotationAllocatedCPUs] != "" && b.k.CPUSet(sRel+"/app") != b.cfg.CPUs, fmt.Sprint(ann)
+	})
+	httpGet(t, "http://"+b.cfg.MetricsAddr+"/metrics")
+	if _, err := local.NewClient(b.cfg.SocketPath).Pods(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A burst of changes, so that the queues hold work when Run is told
+	// to stop.
+	for i := range 20 {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{"burst":"%d"}}}`, i)
+		if _, err := b.cs.CoreV1().Pods("default").Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s of cancellation")
+	}
+	t.Logf("Run returned %v after cancellation", time.Since(stop).Round(time.Millisecond))
+	if _, err := os.Lstat(b.cfg.SocketPath); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket %s left after Run: %v", b.cfg.SocketPath, err)
+	}
+	for _, addr := range []string{b.cfg.HealthAddr, b.cfg.MetricsAddr} {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			t.Errorf("%s still accepts connections after Run", addr)
+		}
+	}
+	// client-go's shared HTTP/2 transport keeps its connections to the API
+	// server (and their reader goroutines) for every client of that
+	// server in this process: they are client-go's, not the agent's; so
+	// are the waiters of this test's own pod processes.
+	goleak.VerifyNone(t, before,
+		goleak.IgnoreAnyFunction("github.com/cgpilot/cgpilot/test/cgtest.(*Sandbox).Start.func1"),
+		goleak.IgnoreAnyFunction("net/http.(*http2clientConnReadLoop).run"),
+		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*clientConnReadLoop).run"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+	)
+}
+
+// partition stands between the agent and the API server like a network
+// that can be cut: while cut, a request fails as a refused connection
+// does, and open response streams (watches) end as when the server closes
+// them. It counts the 410 Gone events in the pod watches the agent
+// receives and the pod lists it makes.
+type partition struct {
+	rt          http.RoundTripper
+	mu          sync.Mutex
+	cut         bool
+	open        map[*cutBody]bool
+	gone, lists atomic.Int32
+}
+
+func (p *partition) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for b := range p.open {
+			b.ended.Store(true)
+			b.ReadCloser.Close()
+		}
+		p.open = nil
+	}
+}
+
+func (p *partition) RoundTrip(r *http.Request) (*http.Response, error) {
+	p.mu.Lock()
+	cut := p.cut
+	p.mu.Unlock()
+	if cut {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	}
+	resp, err := p.rt.RoundTrip(r)
+	if err != nil {
+		return resp, err
+	}
+	pods := r.URL.Path == "/api/v1/pods"
+	watching := r.URL.Query().Get("watch") == "true"
+	if pods && !watching {
+		p.lists.Add(1)
+	}
+	b := &cutBody{ReadCloser: resp.Body, p: p, scan: pods && watching}
+	p.mu.Lock()
+	if p.open == nil {
+		p.open = map[*cutBody]bool{}
+	}
+	p.open[b] = true
+	p.mu.Unlock()
+	resp.Body = b
+	return resp, nil
+}
+
+// cutBody is a response body the partition can end.
+type cutBody struct {
+	io.ReadCloser
+	p     *partition
+	ended atomic.Bool
+	scan  bool   // a pod watch: look for 410 events
+	tail  []byte // the end of the last read, for a pattern split across reads
+}
+
+var gone410 = []byte(`"code":410`)
+
+func (b *cutBody) Read(buf []byte) (int, error) {
+	n, err := b.ReadCloser.Read(buf)
+	if b.ended.Load() {
+		return 0, io.EOF // the server ended the stream
+	}
+	if b.scan && n > 0 {
+		s := append(b.tail, buf[:n]...)
+		if bytes.Contains(s, gone410) {
+			b.p.gone.Add(1)
+			s = nil
+		}
+		b.tail = append([]byte(nil), s[max(0, len(s)-len(gone410)):]...)
+	}
+	return n, err
+}
+
+func (b *cutBody) Close() error {
+	b.p.mu.Lock()
+	delete(b.p.open, b)
+	b.p.mu.Unlock()
+	return b.ReadCloser.Close()
+}
+
+// TestE2ERelistAfter410KeepsAllocations cuts the agent off the API server
+// (its watch ends, its requests are refused); meanwhile pods change and
+// etcd is compacted past the agent's resourceVersion (the watch cache is
+// off, so etcd serves watches). Reconnected, the agent's watch gets 410
+// Gone and it relists: the exclusive pod keeps the same core (no release,
+// no new allocation), the change made to it while cut (release-isolation)
+// is applied, a pod created while cut is put on the shared pool, one
+// deleted while cut is forgotten. Readiness says the API server is away
+// while cut; liveness does not.
+func TestE2ERelistAfter410KeepsAllocations(t *testing.T) {
+	b := newBedWith(t, harness.Options{DisableWatchCache: true})
+	ctx := context.Background()
+	all := mustSet(t, b.cfg.CPUs)
+	_, webRel, _ := b.createPod(t, "web", "Burstable", nil, "app")
+	b.createPod(t, "web2", "Burstable", nil, "app")
+	db, dbRel, _ := b.createPod(t, "db", "Guaranteed", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "postgres")
+	p := &partition{}
+	rc := rest.CopyConfig(b.cp.Config)
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { p.rt = rt; return p })
+	b.cfg.HealthAddr = freeAddr(t)
+	runAgent(t, b.cfg, rc)
+	var excl string
+	eventually(t, "db allocated, web off its core", func() (bool, string) {
+		_, ann := b.status(t, "db")
+		excl = ann[local.AnnotationAllocatedCPUs]
+		return excl != "" && b.k.CPUSet(dbRel+"/postgres") == excl && b.k.CPUSet(webRel+"/app") == all.Difference(mustSet(t, excl)).String(),
+			excl + " " + b.k.CPUSet(webRel+"/app")
+	})
+	shared := all.Difference(mustSet(t, excl)).String()
+	healthURL := "http://" + b.cfg.HealthAddr
+
+	p.setCut(true)
+	// While cut, the cluster moves on without the agent.
+	late, lateRel, _ := b.createPod(t, "late", "Burstable", nil, "app")
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, local.AnnotationReleaseIsolation)
+	if _, err := b.cs.CoreV1().Pods("default").Patch(ctx, "db", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.cs.CoreV1().Pods("default").Delete(ctx, "web2", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := b.cp.CompactEtcd(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("etcd compacted at revision %d while the agent was cut off", rev)
+	eventually(t, "readiness reports the API server away", func() (bool, string) {
+		code, body := httpStatus(t, healthURL+"/readyz")
+		return code == 503 && strings.Contains(body, "API server has not answered"), fmt.Sprint(code, body)
+	})
+	if code, body := httpStatus(t, healthURL+"/healthz"); code != 200 {
+		t.Errorf("/healthz while cut off: %d %s, want 200 (the pools are still enforced)", code, body)
+	}
+	// Blind, as it should be: the new pod is untouched.
+	if got := b.k.CPUSet(lateRel + "/app"); got != all.String() {
+		t.Fatalf("late pod's cpuset %s while the agent was cut off, want untouched %s", got, all)
+	}
+	listsBefore := p.lists.Load()
+
+	p.setCut(false)
+	eventually(t, "410 Gone, then a relist", func() (bool, string) {
+		return p.gone.Load() >= 1 && p.lists.Load() > listsBefore, fmt.Sprintf("%d 410s, %d lists", p.gone.Load(), p.lists.Load()-listsBefore)
+	})
+	eventually(t, "caught up after the relist", func() (bool, string) {
+		cp, err := pools.ReadCheckpoint(b.cfg.CheckpointPath)
+		if err != nil {
+			return false, err.Error()
+		}
+		a, ok := cp[string(db.UID)]
+		got := fmt.Sprintf("checkpoint %v; db %s; web %s; late %s", cp, b.k.CPUSet(dbRel+"/postgres"), b.k.CPUSet(webRel+"/app"), b.k.CPUSet(lateRel+"/app"))
+		return len(cp) == 1 && ok && a.CPUs.String() == excl && a.ReleaseIsolation &&
+			b.k.CPUSet(dbRel+"/postgres") == all.String() && // the shared pool and its own core
+			b.k.CPUSet(webRel+"/app") == shared && b.k.CPUSet(lateRel+"/app") == shared, got
+	})
+	eventually(t, "the pod deleted while cut off is forgotten", func() (bool, string) {
+		pods, err := local.NewClient(b.cfg.SocketPath).Pods(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		var names []string
+		for _, p := range pods {
+			names = append(names, p.Name)
+		}
+		return strings.Join(names, ",") == "db,late,web", strings.Join(names, ",")
+	})
+	for _, ev := range b.podEvents(t, "db") {
+		if ev.Reason == local.EventReleased || (ev.Reason == local.EventCPUsAllocated && ev.Count > 1) {
+			t.Errorf("db: %s x%d (%s): the relist released or reallocated a kept allocation", ev.Reason, ev.Count, ev.Message)
+		}
+	}
+	eventually(t, "ready again", func() (bool, string) {
+		code, body := httpStatus(t, healthURL+"/readyz")
+		return code == 200, fmt.Sprint(code, body)
+	})
+	t.Logf("%d 410 Gone event(s) in the agent's pod watch, %d relist(s); late pod %s on %s", p.gone.Load(), p.lists.Load()-listsBefore, late.Name, shared)
+}
+
+func httpStatus(t testing.TB, url string) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// mountTmpfs mounts a tmpfs of size bytes on a new directory of the test,
+// unmounted when the test ends.
+func mountTmpfs(t *testing.T, size int) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "small")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("cgpilot-test", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+		t.Fatalf("mount a tmpfs on %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// fill writes a file in dir until the filesystem is full, and returns it.
+func fill(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	block := make([]byte, 4096)
+	for {
+		if _, err := f.Write(block); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling %s: %v", dir, err)
+			}
+			break
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "probe"), block, 0o600); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("%s not full: writing a probe file: %v", dir, err)
+	}
+	os.Remove(filepath.Join(dir, "probe"))
+	return path
+}
+
+// TestE2ECheckpointDiskFull: the checkpoint sits on a small tmpfs that
+// fills up. Releasing a deleted exclusive pod's core needs a checkpoint
+// write, which fails: the core stays held (out of the shared pool, never
+// given twice), the checkpoint keeps its last good bytes, the failure is
+// counted. A new exclusive pod is not pinned without its checkpoint
+// either. Once space returns, the release completes on its own (the
+// sweep retries it) and the waiting pod gets a core: no CPU leaked.
+func TestE2ECheckpointDiskFull(t *testing.T) {
+	b := newBed(t)
+	ctx := context.Background()
+	dir := mountTmpfs(t, 64<<10)
+	b.cfg.CheckpointPath = filepath.Join(dir, "cpu_pools.checkpoint")
+	b.cfg.HealthAddr = freeAddr(t)
+	all := mustSet(t, b.cfg.CPUs)
+	_, webRel, _ := b.createPod(t, "web", "Burstable", nil, "app")
+	b.startAgent(t)
+	db, dbRel, _ := b.createPod(t, "db", "Guaranteed", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "postgres")
+	var excl string
+	eventually(t, "db allocated", func() (bool, string) {
+		_, ann := b.status(t, "db")
+		excl = ann[local.AnnotationAllocatedCPUs]
+		return excl != "" && b.k.CPUSet(dbRel+"/postgres") == excl && b.k.CPUSet(webRel+"/app") == all.Difference(mustSet(t, excl)).String(), excl
+	})
+	shared := all.Difference(mustSet(t, excl)).String()
+	good, err := os.ReadFile(b.cfg.CheckpointPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errorsBefore := metricValue(t, b.cfg.HealthAddr, "cgpilot_cgroup_write_errors_total")
+
+	filler := fill(t, dir)
+	if err := b.cs.CoreV1().Pods("default").Delete(ctx, "db", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the failed release counted", func() (bool, string) {
+		n := metricValue(t, b.cfg.HealthAddr, "cgpilot_cgroup_write_errors_total")
+		return n > errorsBefore, fmt.Sprint(n)
+	})
+	time.Sleep(2 * b.cfg.SweepInterval.Duration) // two sweeps retry and fail
+	if !b.holds(t, db.UID) {
+		t.Fatal("the core was dropped from the pools although its release could not be checkpointed")
+	}
+	if got := b.k.CPUSet(webRel + "/app"); got != shared {
+		t.Fatalf("shared pod on %s while the release is not checkpointed, want %s (the core still held)", got, shared)
+	}
+	if now, _ := os.ReadFile(b.cfg.CheckpointPath); !bytes.Equal(now, good) {
+		t.Fatalf("checkpoint changed on a full disk:\n%s\nwas\n%s", now, good)
+	}
+	// A new exclusive pod is not pinned while nothing can be checkpointed
+	// (its core is still db's, and no allocation is made without its
+	// checkpoint).
+	_, db2Rel, _ := b.createPod(t, "db2", "Guaranteed", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "postgres")
+	time.Sleep(b.cfg.SweepInterval.Duration)
+	if _, ann := b.status(t, "db2"); ann[local.AnnotationAllocatedCPUs] != "" {
+		t.Fatalf("db2 allocated %s on a full disk", ann[local.AnnotationAllocatedCPUs])
+	}
+
+	freed := time.Now()
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	var excl2 string
+	eventually(t, "release completed, db2 pinned", func() (bool, string) {
+		cp, err := pools.ReadCheckpoint(b.cfg.CheckpointPath)
+		if err != nil {
+			return false, err.Error()
+		}
+		_, ann := b.status(t, "db2")
+		excl2 = ann[local.AnnotationAllocatedCPUs]
+		_, dbHeld := cp[string(db.UID)]
+		return !dbHeld && len(cp) == 1 && excl2 != "" && b.k.CPUSet(db2Rel+"/postgres") == excl2 &&
+			b.k.CPUSet(webRel+"/app") == all.Difference(mustSet(t, excl2)).String(), fmt.Sprintf("checkpoint %v, db2 %q", cp, excl2)
+	})
+	t.Logf("space returned: db's core %s released and db2 pinned to %s within %v", excl, excl2, time.Since(freed).Round(time.Millisecond))
+	eventually(t, "Released Event for db", func() (bool, string) { return hasEvent(b.podEvents(t, "db"), local.EventReleased), "" })
+}
+
+// metricValue reads one unlabelled series from the agent's /metrics.
+func metricValue(t testing.TB, addr, name string) float64 {
+	t.Helper()
+	for _, l := range strings.Split(httpGet(t, "http://"+addr+"/metrics"), "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	t.Fatalf("no %s in /metrics", name)
+	return 0
+}
