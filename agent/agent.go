@@ -292,10 +292,13 @@ func (c *controller) run(ctx context.Context) error {
 	if err := c.restore(); err != nil {
 		return err
 	}
-	if err := c.cgroups.Watch(ctx, c.onCgroupEvent, func(err error) {
+	watching, err := c.cgroups.Watch(ctx, c.onCgroupEvent, func(err error) {
 		c.log.Error(err, "cgroup watch; the sweep covers missed events")
-	}); err != nil {
+	})
+	if err != nil {
 		c.log.Error(err, "cgroup watch unavailable; late containers wait for the sweep", "interval", c.cfg.SweepInterval.Duration)
+	} else {
+		c.spawn(func() { <-watching })
 	}
 	for i := range c.health.workers {
 		c.spawn(func() { c.runWorker(ctx, i) })

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -84,6 +85,11 @@ func TestE2EShutdownLeavesNoGoroutine(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return within 30s of cancellation")
 	}
+	// At once, not after goleak's retries: nothing of the agent's is
+	// still winding down when Run has returned.
+	if left := agentGoroutines(); len(left) > 0 {
+		t.Errorf("%d goroutine(s) of the agent still running when Run returned:\n%s", len(left), strings.Join(left, "\n\n"))
+	}
 	t.Logf("Run returned %v after cancellation", time.Since(stop).Round(time.Millisecond))
 	if _, err := os.Lstat(b.cfg.SocketPath); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket %s left after Run: %v", b.cfg.SocketPath, err)
@@ -105,6 +111,32 @@ func TestE2EShutdownLeavesNoGoroutine(t *testing.T) {
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 	)
+}
+
+// agentFrames mark a goroutine as the agent's: its own packages, and the
+// client-go machinery only the agent runs in this process (informers,
+// work queues, the Event broadcaster).
+var agentFrames = []string{"github.com/cgpilot/cgpilot/agent", "github.com/cgpilot/cgpilot/cgroup",
+	"k8s.io/client-go/tools/cache", "k8s.io/client-go/util/workqueue", "k8s.io/client-go/tools/record", "k8s.io/apimachinery/pkg/watch"}
+
+// agentGoroutines returns the stacks of the running goroutines, other than
+// the caller's, with a frame of the agent's (agentFrames).
+func agentGoroutines() []string {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for i, g := range strings.Split(string(buf), "\n\n") {
+		if i == 0 {
+			continue // this goroutine
+		}
+		for _, f := range agentFrames {
+			if strings.Contains(g, f) {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // partition stands between the agent and the API server like a network
