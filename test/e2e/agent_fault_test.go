@@ -22,6 +22,8 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -67,11 +69,19 @@ func TestE2EShutdownLeavesNoGoroutine(t *testing.T) {
 	if _, err := local.NewClient(b.cfg.SocketPath).Pods(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// A burst of changes, so that the queues hold work when Run is told
-	// to stop.
-	for i := range 20 {
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{"burst":"%d"}}}`, i)
-		if _, err := b.cs.CoreV1().Pods("default").Patch(ctx, "web", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	// Work in flight when Run is told to stop: 40 more shared pods, and
+	// db's isolation released and restored in a burst, each a rewrite of
+	// every shared pod's cgroups.
+	for i := range 40 {
+		b.emptyPod(t, fmt.Sprintf("idle-%d", i), "BestEffort", nil, "c")
+	}
+	eventually(t, "the idle pods seen", func() (bool, string) {
+		pods, err := local.NewClient(b.cfg.SocketPath).Pods(ctx)
+		return err == nil && len(pods) == 42, fmt.Sprint(len(pods), err)
+	})
+	for i := range 6 {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"%v"}}}`, local.AnnotationReleaseIsolation, i%2 == 0)
+		if _, err := b.cs.CoreV1().Pods("default").Patch(ctx, "db", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -137,6 +147,27 @@ func agentGoroutines() []string {
 		}
 	}
 	return out
+}
+
+// emptyPod creates a pod bound to the test node and, playing the kubelet,
+// its cgroups without processes (cheaper than createPod's busy ones).
+func (b *bed) emptyPod(t testing.TB, name, qos string, ann map[string]string, containers ...string) (types.UID, string) {
+	t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: ann}, Spec: corev1.PodSpec{NodeName: testNode}}
+	for _, c := range containers {
+		ctr := corev1.Container{Name: c, Image: "busybox"}
+		if qos == "Guaranteed" {
+			r := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("64Mi")}
+			ctr.Resources = corev1.ResourceRequirements{Requests: r, Limits: r}
+		}
+		p.Spec.Containers = append(p.Spec.Containers, ctr)
+	}
+	created, err := b.cs.CoreV1().Pods("default").Create(context.Background(), p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := b.k.SB.MkdirPod(b.k.Driver, qos, string(created.UID), containers...)
+	return created.UID, rel
 }
 
 // partition stands between the agent and the API server like a network
