@@ -174,13 +174,14 @@ func (b *bed) emptyPod(t testing.TB, name, qos string, ann map[string]string, co
 // that can be cut: while cut, a request fails as a refused connection
 // does, and open response streams (watches) end as when the server closes
 // them. It counts the 410 Gone events in the pod watches the agent
-// receives and the pod lists it makes.
+// receives and the relists of pods it makes, and logs its pod requests.
 type partition struct {
 	rt          http.RoundTripper
 	mu          sync.Mutex
 	cut         bool
 	open        map[*cutBody]bool
 	gone, lists atomic.Int32
+	logf        func(string, ...any)
 }
 
 func (p *partition) setCut(cut bool) {
@@ -209,10 +210,15 @@ func (p *partition) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	pods := r.URL.Path == "/api/v1/pods"
 	watching := r.URL.Query().Get("watch") == "true"
-	if pods && !watching {
+	if pods && p.logf != nil {
+		p.logf("agent: %s %s -> %s %s", r.Method, r.URL.RawQuery, resp.Status, resp.Header.Get("Content-Type"))
+	}
+	// A relist is a LIST, or a watch that streams the initial state
+	// (client-go's WatchListClient).
+	if pods && (!watching || r.URL.Query().Get("sendInitialEvents") == "true") {
 		p.lists.Add(1)
 	}
-	b := &cutBody{ReadCloser: resp.Body, p: p, scan: pods && watching}
+	b := &cutBody{ReadCloser: resp.Body, p: p, scan: pods && watching && r.URL.Query().Get("resourceVersion") != ""}
 	p.mu.Lock()
 	if p.open == nil {
 		p.open = map[*cutBody]bool{}
@@ -228,11 +234,14 @@ type cutBody struct {
 	io.ReadCloser
 	p     *partition
 	ended atomic.Bool
-	scan  bool   // a pod watch: look for 410 events
+	scan  bool   // a pod watch from a resourceVersion: look for 410 events
 	tail  []byte // the end of the last read, for a pattern split across reads
 }
 
-var gone410 = []byte(`"code":410`)
+// gone410 is the reason in the Status of a 410 Gone watch event
+// (metav1.StatusReasonExpired), as it appears in JSON and in protobuf (the
+// agent's client asks for protobuf).
+var gone410 = []byte(metav1.StatusReasonExpired)
 
 func (b *cutBody) Read(buf []byte) (int, error) {
 	n, err := b.ReadCloser.Read(buf)
@@ -273,7 +282,7 @@ func TestE2ERelistAfter410KeepsAllocations(t *testing.T) {
 	_, webRel, _ := b.createPod(t, "web", "Burstable", nil, "app")
 	b.createPod(t, "web2", "Burstable", nil, "app")
 	db, dbRel, _ := b.createPod(t, "db", "Guaranteed", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "postgres")
-	p := &partition{}
+	p := &partition{logf: t.Logf}
 	rc := rest.CopyConfig(b.cp.Config)
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { p.rt = rt; return p })
 	b.cfg.HealthAddr = freeAddr(t)
