@@ -38,6 +38,7 @@ import (
 // soakReport is the soak's JSON summary.
 type soakReport struct {
 	Kills               int            `json:"kills"`               // SIGKILLs after a change
+	MidChange           int            `json:"midChange"`           // kills that found the change not yet fully applied (checkpoint, annotations, cgroups)
 	StartupKills        int            `json:"startupKills"`        // extra SIGKILLs while the agent started
 	Actions             map[string]int `json:"actions"`             // changes made, by kind
 	DoubleAllocatedCPUs int            `json:"doubleAllocatedCPUs"` // cores held by two pods (checkpoint, or shared pods on an exclusive core)
@@ -69,6 +70,7 @@ func BenchmarkKillSoak(b *testing.B) {
 	r := killSoak(b, b.N)
 	b.ReportMetric(float64(r.DoubleAllocatedCPUs), "double-allocated-cpus")
 	b.ReportMetric(float64(r.LostAllocations+r.MovedAllocations), "lost-allocations")
+	b.ReportMetric(float64(r.MidChange), "kills-mid-change")
 	b.ReportMetric(float64(r.ConvergeMs["p50"]), "converge-p50-ms")
 	b.ReportMetric(0, "ns/op")
 }
@@ -83,7 +85,9 @@ func killSoak(tb testing.TB, kills int) soakReport {
 	a.waitReady(b.cfg.SocketPath)
 
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
-	const maxDelay = 60 * time.Millisecond
+	// The agent acts within milliseconds of a change: kills come within
+	// 0-20 ms of it, most while it is still being applied.
+	const maxDelay = 20 * time.Millisecond
 	rep := soakReport{Actions: map[string]int{}, KillDelayMaxMs: int(maxDelay / time.Millisecond)}
 	excl, shared := map[string]*soakPod{}, map[string]*soakPod{}
 	var converge []time.Duration
@@ -145,6 +149,9 @@ func killSoak(tb testing.TB, kills int) soakReport {
 		time.Sleep(time.Duration(rng.Int64N(int64(maxDelay))))
 		a.kill()
 		rep.Kills++
+		if ok, _, _ := b.soakConsistent(tb, all, excl, shared); !ok {
+			rep.MidChange++
+		}
 		if rng.IntN(4) == 0 { // once more, somewhere in the restart
 			a.start()
 			time.Sleep(time.Duration(rng.Int64N(int64(300 * time.Millisecond))))
