@@ -151,6 +151,10 @@ type apiTracker struct {
 	h  *health
 }
 
+// WrappedRoundTripper lets client-go reach the transport under the
+// tracker (to cancel a request that timed out).
+func (t apiTracker) WrappedRoundTripper() http.RoundTripper { return t.rt }
+
 func (t apiTracker) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.rt.RoundTrip(r)
 	switch {

@@ -206,6 +206,9 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 			return failure(res)
 		}
 	}
+	if c.kubeletMayOwn(pod) {
+		c.refreshKubeletState(ctx) // now, not at the next sweep
+	}
 	c.rememberPod(pod)
 	info := c.podInfo(pod)
 	res := c.pools.Sync(info, c.allPods)

@@ -32,8 +32,9 @@ type serverLimits struct {
 }
 
 // localAPILimits bound the local API: cgpilotctl asks one question per
-// connection; `history` streams up to days of rows, hence the long write.
-var localAPILimits = serverLimits{readHeader: 5 * time.Second, read: 10 * time.Second, write: 2 * time.Minute, idle: 30 * time.Second, maxConns: 16}
+// connection (an idle one is closed soon, it holds a slot); `history`
+// streams up to days of rows, hence the long write.
+var localAPILimits = serverLimits{readHeader: 5 * time.Second, read: 10 * time.Second, write: 2 * time.Minute, idle: 5 * time.Second, maxConns: 16}
 
 // httpLimits bound the health and metrics servers: the kubelet's probes and
 // a Prometheus or two.

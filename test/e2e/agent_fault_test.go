@@ -197,6 +197,8 @@ func (p *partition) setCut(cut bool) {
 	}
 }
 
+func (p *partition) WrappedRoundTripper() http.RoundTripper { return p.rt }
+
 func (p *partition) RoundTrip(r *http.Request) (*http.Response, error) {
 	p.mu.Lock()
 	cut := p.cut

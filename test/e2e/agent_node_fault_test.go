@@ -230,7 +230,7 @@ func waitUntil(t testing.TB, what string, d time.Duration, cond func() (bool, st
 // TestNodeStaticCPUManagerNoWriteWar runs the agent beside the kubelet's
 // real static CPU manager (reserved CPU 0), which owns a Guaranteed pod's
 // core and rewrites every container's cpuset in its reconcile loop (every
-// 10 s). Over 60 s there is no write war: no DriftCorrected Event, no
+// 10 s), created once the agent runs. Over 60 s there is no write war: no DriftCorrected Event, no
 // drift counted, the kubelet's pod keeps the kubelet's core, the agent
 // reports it as the kubelet's and leaves it alone, and the shared pod runs
 // on the rest, as both the agent and the kubelet want.
@@ -241,10 +241,16 @@ func TestNodeStaticCPUManagerNoWriteWar(t *testing.T) {
 	n := harness.MustStartNode(t, cp, harness.NodeOptions{Name: "cgpilot-static-agent", StaticCPUManager: true, ReservedCPUs: "0"})
 	na := startAgentOn(t, cp, n, func(cfg *agent.Config) {
 		cfg.KubeletPodResources = filepath.Join(n.KubeletRootDir(), "pod-resources", "kubelet.sock")
-		cfg.SweepInterval = metav1.Duration{Duration: 2 * time.Second}
+		// Sweeps (which re-read the kubelet's view too) far apart: the
+		// agent must learn of the kubelet's new pod when it sees it.
+		cfg.SweepInterval = metav1.Duration{Duration: 20 * time.Second}
 	})
 	cs, kp, all := cp.Client, na.kp, na.all
 	ctx := context.Background()
+	waitUntil(t, "agent ready", time.Minute, func() (bool, string) {
+		code, body := httpStatus(t, "http://"+na.cfg.HealthAddr+"/readyz")
+		return code == 200, body
+	})
 	kube := nodePod("kube", n.Name(), "1", true, nil) // the kubelet's: Guaranteed, integer CPUs
 	web := nodePod("web", n.Name(), "500m", false, nil)
 	web.Spec.Containers[0].Resources = corev1.ResourceRequirements{ // no CPU: 1 CPU is allocatable, and kube takes it
@@ -258,7 +264,7 @@ func TestNodeStaticCPUManagerNoWriteWar(t *testing.T) {
 	}
 	var owned cpuset.CPUSet
 	var kubeRel, webRel string
-	waitUntil(t, "the kubelet's pod on its core, the agent aware", 2*time.Minute, func() (bool, string) {
+	waitUntil(t, "the kubelet's pod on its core, the agent aware", 40*time.Second, func() (bool, string) {
 		st := readCPUManagerState(t, n.CPUManagerStateFile())
 		p, err := cs.CoreV1().Pods("default").Get(ctx, "kube", metav1.GetOptions{})
 		if err != nil {
