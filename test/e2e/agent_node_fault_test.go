@@ -133,12 +133,13 @@ func TestNodeAPIServerOutage(t *testing.T) {
 		}
 		switch {
 		case !drifted && time.Since(stopped) > 10*time.Second:
-			// Someone widens the shared container onto db's core.
-			if err := os.WriteFile(filepath.Join(webDirs.CPUSet, "cpuset.cpus"), []byte(all.String()), 0); err != nil {
+			// Someone widens the shared pod onto db's core (its cgroup:
+			// a v1 container cannot be wider than its pod's).
+			if err := os.WriteFile(filepath.Join(filepath.Dir(webDirs.CPUSet), "cpuset.cpus"), []byte(all.String()), 0); err != nil {
 				t.Fatal(err)
 			}
 			waitUntil(t, "drift set back without the API server", 20*time.Second, func() (bool, string) {
-				got := readCPUs(kp, webRel)
+				got := readCPUs(kp, filepath.Dir(webRel))
 				return got == shared, got
 			})
 			drifted = true
@@ -168,7 +169,7 @@ func TestNodeAPIServerOutage(t *testing.T) {
 				return got == excl, newCtr + " on " + got
 			})
 			restarted = true
-			t.Logf("db's container restarted by the kubelet during the outage, pinned to %s at once: %s", excl, newCtr)
+			t.Logf("db's container restarted by the kubelet during the outage, pinned to %s: %s", excl, newCtr)
 		}
 		time.Sleep(time.Second)
 	}
