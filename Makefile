@@ -15,6 +15,9 @@ E2E_PKGS ?= ./test/e2e/... ./test/harness/... ./test/deploy/... ./api/...
 PKG ?=
 # Extra go test flags, e.g. TESTFLAGS='-run TestX -v'.
 TESTFLAGS ?=
+# The race detector is on in the unit, kernel and e2e tiers (it needs cgo
+# and a C compiler); RACE= turns it off for a quick local run.
+RACE ?= -race
 E2E_TIMEOUT ?= 45m
 FUZZTIME ?= 20s
 BENCHFLAGS ?= -benchmem
@@ -50,7 +53,7 @@ build:
 # Debian) only skips the tiers that need it.
 test:
 	@hack/deps.sh test || echo "==> make test: some dependencies are missing (above); the tiers that need them are skipped"
-	@export V2_PRESENT="$(call present,$(V2_PKGS))" E2E_PRESENT="$(call present,$(E2E_PKGS))"; \
+	@export V2_PRESENT="$(call present,$(V2_PKGS))" E2E_PRESENT="$(call present,$(E2E_PKGS))" RACE="$(RACE)"; \
 	rc=0; summary=""; \
 	for t in unit kernel v2 e2e; do \
 	  if why=$$(hack/tier-check.sh $$t); then \
@@ -72,14 +75,14 @@ test-unit:
 	hack/tool.sh controller-gen >/dev/null
 	hack/tool.sh helm >/dev/null
 	$(GO) vet ./...
-	$(GO) test $(TESTFLAGS) ./...
-	cd test/vpacompat && $(GO) vet ./... && $(GO) test $(TESTFLAGS) ./...
+	$(GO) test $(RACE) $(TESTFLAGS) ./...
+	cd test/vpacompat && $(GO) vet ./... && $(GO) test $(RACE) $(TESTFLAGS) ./...
 
 # All packages, one at a time: kernel tests share the host's cgroups.
 # -count=1 because the results depend on the kernel, which go test cannot hash.
 test-kernel:
 	@if ! why=$$(hack/tier-check.sh kernel); then echo "test-kernel: $$why" >&2; exit 1; fi
-	CGPILOT_TEST_KERNEL=1 $(GO) test -count=1 -p 1 $(TESTFLAGS) ./...
+	CGPILOT_TEST_KERNEL=1 $(GO) test $(RACE) -count=1 -p 1 $(TESTFLAGS) ./...
 
 test-v2:
 	@pkgs="$(or $(PKG),$(call present,$(V2_PKGS)))"; \
@@ -96,9 +99,9 @@ test-e2e:
 	node=0; kernel=0; \
 	if why=$$(hack/tier-check.sh node); then node=1; else echo "test-e2e: node tier off: $$why"; fi; \
 	if why=$$(hack/tier-check.sh kernel); then kernel=1; else echo "test-e2e: agent tests with real cgroups off: $$why"; fi; \
-	echo "CGPILOT_K8S_BINS=$$bins CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=$$node CGPILOT_TEST_KERNEL=$$kernel go test -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) $$pkgs"; \
+	echo "CGPILOT_K8S_BINS=$$bins CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=$$node CGPILOT_TEST_KERNEL=$$kernel go test $(RACE) -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) $$pkgs"; \
 	CGPILOT_K8S_BINS=$$bins CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=$$node CGPILOT_TEST_KERNEL=$$kernel \
-	  $(GO) test -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) $$pkgs
+	  $(GO) test $(RACE) -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) $$pkgs
 
 bench:
 	$(GO) test -run '^$$' -bench . $(BENCHFLAGS) ./...

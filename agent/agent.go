@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -59,6 +58,8 @@ func New(ctx context.Context, cfg Config, restCfg *rest.Config, log logr.Logger)
 	if restCfg.QPS == 0 {
 		restCfg.QPS, restCfg.Burst = 50, 100
 	}
+	h := newHealth(cfg.SweepInterval.Duration, cfg.WorkerCount)
+	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return apiTracker{rt: rt, h: h} })
 	kc, err := kube.New(restCfg)
 	if err != nil {
 		return nil, err
@@ -67,13 +68,14 @@ func New(ctx context.Context, cfg Config, restCfg *rest.Config, log logr.Logger)
 	if err != nil {
 		return nil, err
 	}
-	return newAgent(ctx, cfg, kc, mounts, log)
+	return newAgent(ctx, cfg, kc, h, mounts, log)
 }
 
-// newAgent is New with its API client and cgroup mounts given, so that the
+// newAgent is New with its API client (h: told of the API server's
+// answers; nil: made here) and cgroup mounts given, so that the
 // kernel tests can run the whole agent on real cgroups (in the v2 VM too,
 // where no API server runs) with a fake clientset (kube/kubetest).
-func newAgent(ctx context.Context, cfg Config, kc kube.Interface, mounts cgroup.Mounts, log logr.Logger) (*Agent, error) {
+func newAgent(ctx context.Context, cfg Config, kc kube.Interface, h *health, mounts cgroup.Mounts, log logr.Logger) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -127,7 +129,12 @@ func newAgent(ctx context.Context, cfg Config, kc kube.Interface, mounts cgroup.
 			return nil, err
 		}
 	}
-	c.informer = inf
+	c.informer, c.broadcaster = inf, bc
+	c.health = h
+	if c.health == nil {
+		c.health = newHealth(cfg.SweepInterval.Duration, cfg.WorkerCount)
+	}
+	c.health.synced = inf.HasSynced
 	if err := c.addHandlers(inf); err != nil {
 		return nil, err
 	}
@@ -197,112 +204,100 @@ func topologySummary(t *topology.Topology) string {
 func (a *Agent) Run(ctx context.Context) error { return a.c.run(ctx) }
 
 func (c *controller) run(ctx context.Context) error {
-	var ready atomic.Bool
-	health := http.NewServeMux()
-	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-	health.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "not ready: informer sync and first sweep pending", http.StatusServiceUnavailable)
-			return
-		}
-		w.Write([]byte("ok\n"))
-	})
-	health.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
-	if c.cfg.Profiling {
-		health.HandleFunc("/debug/pprof/", pprof.Index)
-		health.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	}
-	hs := &http.Server{Addr: c.cfg.HealthAddr, Handler: health, ReadHeaderTimeout: 5 * time.Second}
+	ctx, cancel := context.WithCancel(ctx)
+	c.health.start = time.Now()
 	errc := make(chan error, 3)
-	if c.cfg.HealthAddr != "" {
-		go func() {
-			if err := hs.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("health endpoint %s: %w", c.cfg.HealthAddr, err)
+	var servers []*http.Server
+	serve := func(what string, l net.Listener, h http.Handler, lim serverLimits) {
+		s := newServer(h, lim)
+		servers = append(servers, s)
+		c.spawn(func() {
+			if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s: %w", what, err)
 			}
-		}()
+		})
 	}
-	var ms *http.Server
-	if c.cfg.MetricsAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
-		ms = &http.Server{Addr: c.cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
-		go func() {
-			if err := ms.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("metrics endpoint %s: %w", c.cfg.MetricsAddr, err)
-			}
-		}()
-	}
-	var api *http.Server
-	if c.cfg.SocketPath != "" {
-		l, err := listenUnix(c.cfg.SocketPath)
-		if err != nil {
-			return fmt.Errorf("local API: %w", err)
-		}
-		api = &http.Server{Handler: c.apiHandler(), ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := api.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("local API: %w", err)
-			}
-		}()
-	}
+	// Shutdown drains: the queues finish what their workers hold, the
+	// informers and every goroutine the agent started end before Run
+	// returns.
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		hs.Shutdown(sctx)
-		if ms != nil {
-			ms.Shutdown(sctx)
+		cancel()
+		// ShutDownWithDrain waits for the keys being worked on; ShutDown
+		// then also ends the rate limiter's delaying loop.
+		for _, q := range []workqueue.TypedRateLimitingInterface[string]{c.queue, c.statusQ} {
+			q.ShutDownWithDrain()
+			q.ShutDown()
+		}
+		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+		for _, s := range servers {
+			s.Shutdown(sctx) // the listener's Close also unlinks the socket
+		}
+		scancel()
+		c.wg.Wait()
+		if c.rs != nil {
+			c.rs.informers.Wait()
+			c.rs.stop()
 		}
 		if c.podres != nil {
 			c.podres.close()
 		}
-		if api != nil {
-			api.Shutdown(sctx)
-			os.Remove(c.cfg.SocketPath)
+		if c.broadcaster != nil {
+			c.broadcaster.Shutdown()
 		}
 	}()
-
-	ctx, cancel := context.WithCancel(ctx)
-	informerDone := make(chan struct{})
-	go func() {
-		defer close(informerDone)
-		c.informer.RunWithContext(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-informerDone
-		if c.rs != nil {
-			c.rs.informers.Wait()
+	if c.cfg.HealthAddr != "" {
+		l, err := listenTCP(c.cfg.HealthAddr, httpLimits)
+		if err != nil {
+			return fmt.Errorf("health endpoint: %w", err)
 		}
-	}()
+		serve("health endpoint", l, c.health.handler(c.metrics, c.cfg.Profiling), httpLimits)
+	}
+	if c.cfg.MetricsAddr != "" {
+		l, err := listenTCP(c.cfg.MetricsAddr, httpLimits)
+		if err != nil {
+			return fmt.Errorf("metrics endpoint: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
+		serve("metrics endpoint", l, mux, httpLimits)
+	}
+	if c.cfg.SocketPath != "" {
+		l, err := listenSocket(socketOptions{path: c.cfg.SocketPath, gid: c.cfg.socketGID(), log: c.log,
+			refused: func(reason string) { c.metrics.apiRefused.WithLabelValues(reason).Inc() }}, localAPILimits)
+		if err != nil {
+			return fmt.Errorf("local API: %w", err)
+		}
+		serve("local API", l, c.apiHandler(), localAPILimits)
+	}
+	c.spawn(func() { c.informer.RunWithContext(ctx) })
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
 		return fmt.Errorf("pod informer did not sync: %w", ctx.Err())
 	}
 	if c.rs != nil {
-		defer c.rs.stop()
 		c.rs.start(ctx)
 	}
 	c.refreshKubeletState(ctx)
 	if err := c.restore(); err != nil {
 		return err
 	}
-	if err := c.cgroups.Watch(ctx, c.onCgroupEvent, func(err error) {
+	watching, err := c.cgroups.Watch(ctx, c.onCgroupEvent, func(err error) {
 		c.log.Error(err, "cgroup watch; the sweep covers missed events")
-	}); err != nil {
+	})
+	if err != nil {
 		c.log.Error(err, "cgroup watch unavailable; late containers wait for the sweep", "interval", c.cfg.SweepInterval.Duration)
+	} else {
+		c.spawn(func() { <-watching })
 	}
-	for i := 0; i < max(c.cfg.WorkerCount, 1); i++ {
-		go c.runWorker(ctx)
+	for i := range c.health.workers {
+		c.spawn(func() { c.runWorker(ctx, i) })
 	}
-	go c.runStatusWorker(ctx)
-	defer c.statusQ.ShutDown()
+	c.spawn(func() { c.runStatusWorker(ctx) })
 	c.enqueueAll()
 	c.sweep(ctx)
-	ready.Store(true)
 	st := c.pools.State()
 	c.log.Info("agent ready", "node", c.cfg.NodeName, "cpus", st.All().String(), "reserved", st.Reserved().String(), "sharedPool", st.SharedPool().String())
 	t := time.NewTicker(c.cfg.SweepInterval.Duration)
 	defer t.Stop()
-	defer c.queue.ShutDown()
 	for {
 		select {
 		case <-ctx.Done():
@@ -316,6 +311,15 @@ func (c *controller) run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// spawn runs f in a goroutine that Run waits for before it returns.
+func (c *controller) spawn(f func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
 }
 
 // restore rebuilds the pool state after a start (see pools.Restore) and

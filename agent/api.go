@@ -2,13 +2,8 @@ package agent
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +13,8 @@ import (
 )
 
 // api.go serves the local API (package local has the paths and views) on
-// a unix socket that only root may use.
+// a unix socket that only root (and an optional group) may use: see
+// socket.go.
 
 func (c *controller) podView(p pools.Pod) local.PodView {
 	v := local.PodView{Namespace: p.Namespace, Name: p.Name, UID: p.UID, QoS: string(p.QoS), Pool: p.Req.Pool}
@@ -194,31 +190,4 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("since=%q: want a count of days like 7d, a duration like 36h, or an RFC 3339 time", v)
 	}
 	return now.Add(-d), nil
-}
-
-// listenUnix listens on path with mode 0600. A stale socket from a
-// previous run is removed; any other file there is an error.
-func listenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, err
-	}
-	if st, err := os.Lstat(path); err == nil {
-		if st.Mode()&fs.ModeSocket == 0 {
-			return nil, fmt.Errorf("local API socket %s: exists and is not a socket", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, err
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return nil, err
-	}
-	return l, nil
 }

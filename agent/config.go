@@ -5,6 +5,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -52,6 +53,11 @@ type Config struct {
 	// CPUs overrides the node's online CPUs (tests on a small machine);
 	// empty = read from the cpuset root.
 	CPUs string `json:"cpus,omitempty"`
+	// SocketGroupID, when set, is a group whose members may use the local
+	// API socket besides root (its directory becomes 0710 and the socket
+	// 0660, both of that group; peers are checked by their credentials).
+	// Unset: root only.
+	SocketGroupID *int `json:"socketGroupID,omitempty"`
 	// Rightsizing configures sampling, the recommender's state, the usage
 	// history and the OOM watcher.
 	Rightsizing RightsizeConfig `json:"rightsizing,omitempty"`
@@ -72,7 +78,7 @@ type Config struct {
 	// the kubelet's exclusive CPUs come from it instead of
 	// KubeletCPUManagerState.
 	KubeletPodResources string        `json:"-"`
-	SocketPath          string        `json:"-"` // local API, mode 0600
+	SocketPath          string        `json:"-"` // local API, mode 0600 (0660 with SocketGroupID)
 	SysRoot             string        `json:"-"` // for topology discovery
 	ProcRoot            string        `json:"-"`
 	WorkerCount         int           `json:"-"`
@@ -192,6 +198,9 @@ func (c Config) Validate() error {
 	if !filepath.IsAbs(c.CgroupParent) || filepath.Clean(c.CgroupParent) != c.CgroupParent || c.CgroupParent == "/" {
 		return bad("cgroupParent", c.CgroupParent, "want a clean absolute path from each hierarchy's root, not /")
 	}
+	if g := c.SocketGroupID; g != nil && (*g < 0 || *g > math.MaxInt32) {
+		return bad("socketGroupID", *g, "want a group id from 0 to 2147483647, or unset for root only")
+	}
 	if c.SweepInterval.Duration < 100*time.Millisecond || c.SweepInterval.Duration > time.Hour {
 		return bad("sweepInterval", c.SweepInterval.Duration, "want 100ms to 1h")
 	}
@@ -228,6 +237,14 @@ func ptrString(f *float64) string {
 		return "<unset>"
 	}
 	return fmt.Sprint(*f)
+}
+
+// socketGID is the local API's group, -1 for root only.
+func (c Config) socketGID() int {
+	if c.SocketGroupID == nil {
+		return -1
+	}
+	return *c.SocketGroupID
 }
 
 // reserved returns the parsed reserved set (Validate has checked it).

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cgpilot/cgpilot/cgroup"
 	"github.com/cgpilot/cgpilot/internal/cpulist"
 )
 
@@ -32,6 +34,30 @@ type kubeletStatic struct {
 
 // holds says whether the kubelet holds exclusive CPUs for pod p.
 func (k kubeletStatic) holds(uid, key string) bool { return k.Pods[uid] || k.Pods[key] }
+
+// kubeletMayOwn says whether the kubelet's static CPU manager may have
+// given p cores that the agent's view (re-read at each sweep) does not
+// show yet: the kubelet assigns them when it admits a Guaranteed pod with
+// an integer CPU request, before any of its cgroups exist, so a view older
+// than the pod's cgroups could make the agent write the kubelet's
+// containers as shared ones.
+func (c *controller) kubeletMayOwn(p *corev1.Pod) bool {
+	if c.podres == nil && c.cfg.KubeletCPUManagerState == "" {
+		return false
+	}
+	c.mu.Lock()
+	k := c.kubelet
+	c.mu.Unlock()
+	if k.Policy == "none" || k.holds(string(p.UID), keyOf(p.Namespace, p.Name)) || qosClass(p) != cgroup.QoSGuaranteed {
+		return false
+	}
+	for _, ctr := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+		if q := ctr.Resources.Requests[corev1.ResourceCPU]; q.MilliValue() >= 1000 && q.MilliValue()%1000 == 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // readKubeletState reads the kubelet's cpu_manager_state checkpoint (v2
 // format: entries[podUID][container] = "LIST"). A missing file, or the

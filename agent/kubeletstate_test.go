@@ -5,6 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 func TestParseKubeletState(t *testing.T) {
@@ -55,4 +58,43 @@ func FuzzParseKubeletState(f *testing.F) {
 			t.Fatal("partial state with an error")
 		}
 	})
+}
+
+// TestKubeletMayOwn: a Guaranteed pod with an integer CPU request may hold
+// cores of the kubelet's static CPU manager that the agent's view does
+// not show yet; a fractional request, another QoS, a pod the view already
+// shows, the none policy or no kubelet source never triggers a re-read.
+func TestKubeletMayOwn(t *testing.T) {
+	guaranteed := func(cpu string) *corev1.Pod {
+		p := podWithCPU("a", "p", "u1", cpu, nil)
+		r := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Mi")}
+		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: r, Limits: r}
+		p.Status.QOSClass = corev1.PodQOSGuaranteed
+		return p
+	}
+	burstable := guaranteed("2")
+	burstable.Status.QOSClass = corev1.PodQOSBurstable
+	cfg := DefaultConfig()
+	for _, tc := range []struct {
+		name    string
+		pod     *corev1.Pod
+		kubelet kubeletStatic
+		noSrc   bool
+		want    bool
+	}{
+		{"guaranteed, 2 cpus, unknown", guaranteed("2"), kubeletStatic{Policy: "podresources"}, false, true},
+		{"guaranteed, 1500m", guaranteed("1500m"), kubeletStatic{Policy: "podresources"}, false, false},
+		{"burstable", burstable, kubeletStatic{Policy: "podresources"}, false, false},
+		{"already the kubelet's", guaranteed("2"), kubeletStatic{Policy: "static", Pods: map[string]bool{"u1": true}}, false, false},
+		{"none policy", guaranteed("2"), kubeletStatic{Policy: "none"}, false, false},
+		{"no kubelet source", guaranteed("2"), kubeletStatic{}, true, false},
+	} {
+		c := &controller{cfg: cfg, kubelet: tc.kubelet}
+		if tc.noSrc {
+			c.cfg.KubeletCPUManagerState = ""
+		}
+		if got := c.kubeletMayOwn(tc.pod); got != tc.want {
+			t.Errorf("%s: kubeletMayOwn %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -23,6 +23,7 @@ type metrics struct {
 	writeErrors  prometheus.Counter
 	drift        prometheus.Counter
 	panics       prometheus.Counter
+	apiRefused   *prometheus.CounterVec // local API connections turned away, by reason
 
 	// Right-sizing.
 	rsDecisions *prometheus.CounterVec // by state
@@ -71,7 +72,9 @@ func newMetrics() *metrics {
 	m.resizeTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cgpilot_resize_seconds",
 		Help:    "From a decision to change a pod's resources to pods/resize accepting it (phase=accepted), and to the kubelet's status and the cgroups showing it (phase=applied).",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"phase"})
-	m.reg.MustRegister(m.rsDecisions, m.recChanges, m.resizes, m.oomKills, m.oomBumps, m.oomLatency, m.resizeTime)
+	m.apiRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_api_refused_connections_total",
+		Help: "Local API connections closed unserved, by reason: peer-not-allowed (neither uid 0 nor the socket group), no-credentials."}, []string{"reason"})
+	m.reg.MustRegister(m.rsDecisions, m.recChanges, m.resizes, m.oomKills, m.oomBumps, m.oomLatency, m.resizeTime, m.apiRefused)
 	m.reg.MustRegister(m.poolCPUs, m.exclPods, m.allocations, m.refusals, m.applyLatency, m.lateLatency, m.writes, m.writeErrors, m.drift, m.panics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

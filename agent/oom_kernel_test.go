@@ -94,7 +94,7 @@ func newOOMBed(t testing.TB, backend string) *oomBed {
 	cfg.Rightsizing.OOMWatch = backend
 
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := newAgent(ctx, cfg, kubetest.New(cs, dyn),
+	a, err := newAgent(ctx, cfg, kubetest.New(cs, dyn), nil,
 		k.SB.AsRoots(), testr.NewWithInterface(t, testr.Options{}))
 	if err != nil {
 		cancel()

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cgpilot/cgpilot/agent/kube"
@@ -46,6 +47,10 @@ type controller struct {
 	events   *eventLog
 	metrics  *metrics
 	log      logr.Logger
+	health   *health
+
+	broadcaster record.EventBroadcaster // shut down when Run returns
+	wg          sync.WaitGroup          // every goroutine Run starts (spawn)
 
 	topologySource string // where the allocator's topology came from
 	topo           string // topology summary for the local API
@@ -85,13 +90,19 @@ func (c *controller) rememberPod(p *corev1.Pod) {
 	c.known[keyOf(p.Namespace, p.Name)] = &knownPod{podRef: podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}, last: info}
 }
 
-func (c *controller) runWorker(ctx context.Context) {
+// runWorker is reconcile worker i, until the queue is shut down and
+// drained.
+func (c *controller) runWorker(ctx context.Context, i int) {
+	c.health.workerStarted()
+	defer c.health.workerStopped()
 	for {
 		key, quit := c.queue.Get()
 		if quit {
 			return
 		}
+		c.health.reconciling(i)
 		err := c.reconcileSafely(ctx, key)
+		c.health.reconciled(i)
 		if err != nil {
 			c.log.Error(err, "reconcile failed; requeued", "pod", key)
 			c.queue.AddRateLimited(key)
@@ -192,6 +203,9 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 		if _, failed := res.Failed[prev.UID]; failed {
 			return failure(res)
 		}
+	}
+	if c.kubeletMayOwn(pod) {
+		c.refreshKubeletState(ctx) // now, not at the next sweep
 	}
 	c.rememberPod(pod)
 	info := c.podInfo(pod)
@@ -448,6 +462,8 @@ func (c *controller) refreshKubeletState(ctx context.Context) {
 
 // sweep re-applies every pod's target (missed cgroup creations, drift).
 func (c *controller) sweep(ctx context.Context) {
+	defer c.health.swept()
+	c.probeAPI(ctx)
 	c.refreshKubeletState(ctx)
 	res := c.pools.Sweep(c.allPods())
 	c.metrics.observe(c.pools.State(), res, time.Time{}, false)

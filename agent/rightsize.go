@@ -606,17 +606,17 @@ func (r *rightsizer) start(ctx context.Context) {
 	}
 	r.apply.api = api
 	r.watchPolicies(ctx)
-	go r.coll.Run(ctx)
-	go r.decideLoop(ctx, r.c.cfg.Rightsizing.SampleInterval.Duration)
-	go r.apply.run(ctx)
-	go func() {
+	r.c.spawn(func() { r.coll.Run(ctx) })
+	r.c.spawn(func() { r.decideLoop(ctx, r.c.cfg.Rightsizing.SampleInterval.Duration) })
+	r.c.spawn(func() { r.apply.run(ctx) })
+	r.c.spawn(func() {
 		<-ctx.Done()
 		r.apply.q.ShutDown()
-	}()
+	})
 	if r.oom != nil {
-		go r.oomLoop(ctx)
+		r.c.spawn(func() { r.oomLoop(ctx) })
 	}
-	go r.checkpointLoop(ctx, r.c.cfg.Rightsizing.CheckpointInterval.Duration)
+	r.c.spawn(func() { r.checkpointLoop(ctx, r.c.cfg.Rightsizing.CheckpointInterval.Duration) })
 }
 
 // watchPolicies starts the RightsizePolicy and namespace informers once the

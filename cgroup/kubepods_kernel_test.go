@@ -94,7 +94,7 @@ func TestKernelWatch(t *testing.T) {
 			events := make(chan cgroup.WatchEvent, 16)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			if err := kp.Watch(ctx, func(ev cgroup.WatchEvent) { events <- ev }, func(err error) { t.Errorf("watch: %v", err) }); err != nil {
+			if _, err := kp.Watch(ctx, func(ev cgroup.WatchEvent) { events <- ev }, func(err error) { t.Errorf("watch: %v", err) }); err != nil {
 				t.Fatal(err)
 			}
 			next := func(want cgroup.WatchKind, uid string) cgroup.WatchEvent {

@@ -56,11 +56,13 @@ type WatchEvent struct {
 // handle for each change and onErr when inotify reports a problem (an
 // overflowed queue: events may have been missed, so a caller's periodic
 // sweep is still needed). Cached child listings are dropped before handle
-// runs, so a caller that lists the pod in handle sees the change.
-func (k *Kubepods) Watch(ctx context.Context, handle func(WatchEvent), onErr func(error)) error {
+// runs, so a caller that lists the pod in handle sees the change. The
+// returned channel is closed once the watch has ended (after ctx), so a
+// caller can wait for its goroutine.
+func (k *Kubepods) Watch(ctx context.Context, handle func(WatchEvent), onErr func(error)) (<-chan struct{}, error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	qos := map[string]bool{}
 	for _, q := range k.QoSPaths() {
@@ -71,7 +73,7 @@ func (k *Kubepods) Watch(ctx context.Context, handle func(WatchEvent), onErr fun
 				continue // e.g. no besteffort cgroup yet on this node
 			}
 			w.Close()
-			return err
+			return nil, err
 		}
 		entries, _ := os.ReadDir(dir)
 		for _, e := range entries {
@@ -80,7 +82,9 @@ func (k *Kubepods) Watch(ctx context.Context, handle func(WatchEvent), onErr fun
 			}
 		}
 	}
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		defer w.Close()
 		for {
 			select {
@@ -100,7 +104,7 @@ func (k *Kubepods) Watch(ctx context.Context, handle func(WatchEvent), onErr fun
 			}
 		}
 	}()
-	return nil
+	return done, nil
 }
 
 func (k *Kubepods) dispatch(w *fsnotify.Watcher, qos map[string]bool, ev fsnotify.Event, handle func(WatchEvent)) {

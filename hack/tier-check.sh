@@ -4,23 +4,30 @@
 # Used by `make test` to skip tiers with a reason, and by `make test-e2e` to
 # decide whether the node tier (real kubelet + containerd) runs.
 #
-#   unit    Go
+#   unit    Go (and cgo for the race detector unless RACE is empty)
 #   kernel  Go, root (writes real cgroups on this host)
 #   v2      Go, qemu-system-x86_64, cpio, and a cached kernel or Debian apt to fetch one
 #   e2e     Go (the Kubernetes binaries are built from the Go module proxy)
 #   node    e2e + root + containerd, ctr, runc, CNI plugins, ip, iptables
 #
 # V2_PRESENT / E2E_PRESENT (set by the Makefile): the test packages of the tier
-# that exist on this branch; empty means there is nothing to run.
+# that exist on this branch; empty means there is nothing to run. RACE (set
+# by the Makefile, -race by default): unit, kernel and e2e need cgo for it.
 set -uo pipefail
 tier=${1:?usage: tier-check.sh unit|kernel|v2|e2e|node}
 no() { echo "$*"; exit 1; }
 root() { [ "$(id -u)" = 0 ] || no "$1"; }
 
 command -v go >/dev/null || no "go not found: install Go 1.26 (see README)"
+# race: the Makefile's RACE (-race by default) needs cgo, so a C compiler.
+race() {
+  [ -z "${RACE:-}" ] || [ "$(go env CGO_ENABLED)" = 1 ] ||
+    no "the race detector needs cgo and no C compiler was found: run make deps (gcc), or RACE= to test without it"
+}
 case $tier in
-  unit) ;;
+  unit) race ;;
   kernel)
+    race
     root "not root: the kernel tier writes real cgroups (run make test-kernel as root)"
     [ -r /proc/self/cgroup ] || no "/proc/self/cgroup unreadable: no cgroup support"
     ;;
@@ -33,6 +40,7 @@ case $tier in
       no "no cached v2 kernel and no apt-get to fetch one: run make deps on Debian"
     ;;
   e2e)
+    race
     [ -n "${E2E_PRESENT-x}" ] || no "none of the e2e packages (E2E_PKGS) exist on this branch"
     ;;
   node)

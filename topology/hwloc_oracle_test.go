@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cgpilot/cgpilot/test/tier"
@@ -43,7 +44,7 @@ func TestHwlocOracle(t *testing.T) {
 	}
 	dir := tier.SharedData(t, "hwloc-linux-sysfs")
 	cases := hwlocCases(t, dir)
-	compared := 0
+	var compared atomic.Int32 // the subtests run in parallel
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -126,12 +127,12 @@ func TestHwlocOracle(t *testing.T) {
 			} else if n := len(view.objects["L3Cache"]); n > 0 {
 				t.Errorf("hwloc shows %d L3 caches, we found no cache information", n)
 			}
-			compared++
+			compared.Add(1)
 		})
 	}
 	t.Cleanup(func() {
-		if compared < 20 {
-			t.Errorf("only %d hwloc machines compared", compared)
+		if n := compared.Load(); n < 20 {
+			t.Errorf("only %d hwloc machines compared", n)
 		}
 	})
 

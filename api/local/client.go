@@ -27,7 +27,10 @@ type Client struct {
 func NewClient(socket string) *Client {
 	return &Client{Socket: socket, hc: &http.Client{
 		Timeout: 10 * time.Second,
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		// One question, one connection: the agent serves a few
+		// connections at once, and a kept-alive one would hold a slot
+		// after the client is dropped.
+		Transport: &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
 		}},
 	}}

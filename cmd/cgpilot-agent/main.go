@@ -50,7 +50,8 @@ func run(args []string, stderr io.Writer) int {
 	metricsAddr := fs.String("metrics-addr", "", "also serve /metrics alone on this address, for a cluster Prometheus (e.g. $(POD_IP):9465); off when empty")
 	interrupts := fs.String("path.interrupts", "", "the host's /proc/interrupts when it is not under --path.procfs (mounted alone in an unprivileged container)")
 	podResources := fs.String("kubelet-pod-resources", "", "the kubelet's PodResources socket; when set, the kubelet's exclusive CPUs come from it instead of kubeletCPUManagerState")
-	socket := fs.String("socket", def.SocketPath, "local API unix socket (mode 0600)")
+	socket := fs.String("socket", def.SocketPath, "local API unix socket (mode 0600 in a 0700 directory the agent owns; peers must be uid 0 or in --socket-group-id)")
+	socketGroup := fs.Int("socket-group-id", -1, "a group id whose members may use the local API besides root (overrides socketGroupID of the config file); -1: as the config file says (default root only)")
 	sysRoot := fs.String("path.sysfs", def.SysRoot, "sysfs mount point")
 	procRoot := fs.String("path.procfs", def.ProcRoot, "procfs mount point")
 	cgroupRoot := fs.String("cgroup-root", "", "cgroup mount point (overrides the config file)")
@@ -74,6 +75,9 @@ func run(args []string, stderr io.Writer) int {
 	cfg.SysRoot, cfg.ProcRoot, cfg.WorkerCount = *sysRoot, *procRoot, *workers
 	cfg.MetricsAddr, cfg.InterruptsPath, cfg.KubeletPodResources = *metricsAddr, *interrupts, *podResources
 	cfg.NodeName, cfg.Profiling = *nodeName, *profiling
+	if *socketGroup >= 0 {
+		cfg.SocketGroupID = socketGroup
+	}
 	if !*profiling {
 		// No heap profile to serve: skip the sampling and its buckets.
 		runtime.MemProfileRate = 0

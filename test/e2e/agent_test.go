@@ -57,10 +57,16 @@ type bed struct {
 
 func newBed(t testing.TB) *bed {
 	t.Helper()
+	return newBedWith(t, harness.Options{})
+}
+
+// newBedWith is newBed with a control plane started with o.
+func newBedWith(t testing.TB, o harness.Options) *bed {
+	t.Helper()
 	bins := tier.E2E(t)
 	tier.Kernel(t)
 	k := cgtest.NewKubeletTree(t, "cgroupfs")
-	cp := harness.MustStart(t, bins, harness.Options{})
+	cp := harness.MustStart(t, bins, o)
 	cs := cp.Client
 	_, err := cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}}, metav1.CreateOptions{})
 	if err != nil {
