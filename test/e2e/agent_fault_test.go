@@ -450,14 +450,14 @@ func TestE2ECheckpointDiskFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	errorsBefore := metricValue(t, b.cfg.HealthAddr, "cgpilot_cgroup_write_errors_total")
+	errorsBefore := metric(t, b.cfg.HealthAddr, "cgpilot_cgroup_write_errors_total")
 
 	filler := fill(t, dir)
 	if err := b.cs.CoreV1().Pods("default").Delete(ctx, "db", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the failed release counted", func() (bool, string) {
-		n := metricValue(t, b.cfg.HealthAddr, "cgpilot_cgroup_write_errors_total")
+		n := metric(t, b.cfg.HealthAddr, "cgpilot_cgroup_write_errors_total")
 		return n > errorsBefore, fmt.Sprint(n)
 	})
 	time.Sleep(2 * b.cfg.SweepInterval.Duration) // two sweeps retry and fail
@@ -509,18 +509,4 @@ func TestE2ECheckpointDiskFull(t *testing.T) {
 			b.k.CPUSet(webRel+"/app") == all.Difference(mustSet(t, excl2)).String(), fmt.Sprintf("checkpoint %v (%v), db2 %q", cp, err, excl2)
 	})
 	t.Logf("space returned: db2 pinned within %v", time.Since(freed).Round(time.Millisecond))
-}
-
-// metricValue reads one unlabelled series from the agent's /metrics.
-func metricValue(t testing.TB, addr, name string) float64 {
-	t.Helper()
-	for _, l := range strings.Split(httpGet(t, "http://"+addr+"/metrics"), "\n") {
-		if v, ok := strings.CutPrefix(l, name+" "); ok {
-			var f float64
-			fmt.Sscan(v, &f)
-			return f
-		}
-	}
-	t.Fatalf("no %s in /metrics", name)
-	return 0
 }

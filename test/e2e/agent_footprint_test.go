@@ -205,6 +205,7 @@ func metric(t testing.TB, addr, name string) float64 {
 			return v
 		}
 	}
+	t.Fatalf("no %s in %s/metrics", name, addr)
 	return 0
 }
 

@@ -101,7 +101,7 @@ func TestNodeAPIServerOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := kp.Children(dbPod)
-	driftBefore := metricValue(t, na.cfg.HealthAddr, "cgpilot_drift_corrections_total")
+	driftBefore := metric(t, na.cfg.HealthAddr, "cgpilot_drift_corrections_total")
 
 	stopped := time.Now()
 	if err := cp.StopAPIServer(); err != nil {
@@ -205,7 +205,7 @@ func TestNodeAPIServerOutage(t *testing.T) {
 		got := kubepodsCPUs(kp, webRel)
 		return got == all.String(), got
 	})
-	if d := metricValue(t, na.cfg.HealthAddr, "cgpilot_drift_corrections_total") - driftBefore; d < 1 {
+	if d := metric(t, na.cfg.HealthAddr, "cgpilot_drift_corrections_total") - driftBefore; d < 1 {
 		t.Errorf("drift corrections during the outage: %v, want at least 1", d)
 	}
 	waitUntil(t, "the DriftCorrected Event from the outage delivered", 2*time.Minute, func() (bool, string) {
@@ -290,7 +290,7 @@ func TestNodeStaticCPUManagerNoWriteWar(t *testing.T) {
 	})
 	rest := all.Difference(owned).String()
 	t.Logf("the kubelet holds %s for kube; web on %s; watching %v", owned, rest, watch)
-	driftBefore := metricValue(t, na.cfg.HealthAddr, "cgpilot_drift_corrections_total")
+	driftBefore := metric(t, na.cfg.HealthAddr, "cgpilot_drift_corrections_total")
 	for start := time.Now(); time.Since(start) < watch; time.Sleep(time.Second) {
 		if got := kubepodsCPUs(kp, kubeRel); got != owned.String() {
 			t.Fatalf("kube's container on %s after %v, want the kubelet's %s", got, time.Since(start).Round(time.Second), owned)
@@ -306,7 +306,7 @@ func TestNodeStaticCPUManagerNoWriteWar(t *testing.T) {
 	for _, ev := range evs.Items {
 		t.Errorf("DriftCorrected on %s x%d: %s (a write war with the kubelet)", ev.InvolvedObject.Name, ev.Count, ev.Message)
 	}
-	if d := metricValue(t, na.cfg.HealthAddr, "cgpilot_drift_corrections_total") - driftBefore; d != 0 {
+	if d := metric(t, na.cfg.HealthAddr, "cgpilot_drift_corrections_total") - driftBefore; d != 0 {
 		t.Errorf("%v drift corrections in %v beside the kubelet's static CPU manager, want 0", d, watch)
 	}
 	pods, err := local.NewClient(na.cfg.SocketPath).Pods(ctx)
