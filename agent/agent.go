@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -207,20 +208,27 @@ func (c *controller) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	c.health.start = time.Now()
 	errc := make(chan error, 3)
+	// The servers end last, after everything else: the kubelet keeps
+	// probing readiness while the agent shuts down, and a refused probe
+	// is an "Unhealthy" Warning Event.
 	var servers []*http.Server
+	var serving sync.WaitGroup
 	serve := func(what string, l net.Listener, h http.Handler, lim serverLimits) {
 		s := newServer(h, lim)
 		servers = append(servers, s)
-		c.spawn(func() {
+		serving.Add(1)
+		go func() {
+			defer serving.Done()
 			if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("%s: %w", what, err)
 			}
-		})
+		}()
 	}
 	// Shutdown drains: the queues finish what their workers hold, the
 	// informers and every goroutine the agent started end before Run
 	// returns.
 	defer func() {
+		c.health.stopping.Store(true)
 		cancel()
 		// ShutDownWithDrain waits for the keys being worked on; ShutDown
 		// then also ends the rate limiter's delaying loop.
@@ -228,11 +236,6 @@ func (c *controller) run(ctx context.Context) error {
 			q.ShutDownWithDrain()
 			q.ShutDown()
 		}
-		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
-		for _, s := range servers {
-			s.Shutdown(sctx) // the listener's Close also unlinks the socket
-		}
-		scancel()
 		c.wg.Wait()
 		if c.rs != nil {
 			c.rs.informers.Wait()
@@ -244,6 +247,12 @@ func (c *controller) run(ctx context.Context) error {
 		if c.broadcaster != nil {
 			c.broadcaster.Shutdown()
 		}
+		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+		for _, s := range servers {
+			s.Shutdown(sctx) // the listener's Close also unlinks the socket
+		}
+		scancel()
+		serving.Wait()
 	}()
 	if c.cfg.HealthAddr != "" {
 		l, err := listenTCP(c.cfg.HealthAddr, httpLimits)

@@ -41,6 +41,12 @@ type health struct {
 	// its last failure (unix nanoseconds), reset by any answer.
 	apiErrSince, apiErrLast atomic.Int64
 	apiErr                  atomic.Pointer[string]
+
+	// stopping: Run is shutting down (its workers end on purpose). Both
+	// checks then pass: the kubelet probes readiness until the process
+	// exits, and each failure would be an "Unhealthy" Warning Event about
+	// an agent that is only doing what it was told.
+	stopping atomic.Bool
 }
 
 // newHealth is the health of an agent with workers reconcile workers (at
@@ -78,6 +84,9 @@ func (h *health) apiFailed(err string) {
 
 // live returns why the agent should be restarted, or nil.
 func (h *health) live() error {
+	if h.stopping.Load() {
+		return nil
+	}
 	starting := h.now().Sub(h.start) < startupGrace
 	if !h.synced() {
 		if starting {
@@ -104,6 +113,9 @@ func (h *health) live() error {
 
 // ready returns why the agent is not ready, or nil.
 func (h *health) ready() error {
+	if h.stopping.Load() {
+		return nil
+	}
 	if !h.synced() {
 		return fmt.Errorf("starting: the pod informer has not synced")
 	}

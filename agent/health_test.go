@@ -85,6 +85,15 @@ func TestHealthReflectsProgress(t *testing.T) {
 	wantErr(t, "live during an outage", h.live(), "")
 	h.apiAnswered()
 	wantErr(t, "ready once the API server answers", h.ready(), "")
+
+	// Shutting down, the workers end on purpose: no failed probe (each
+	// would be a Warning Event about an agent told to stop).
+	h.workerStopped()
+	h.workerStopped()
+	wantErr(t, "live with the workers gone", h.live(), "0 of 2 reconcile workers")
+	h.stopping.Store(true)
+	wantErr(t, "live while stopping", h.live(), "")
+	wantErr(t, "ready while stopping", h.ready(), "")
 }
 
 // TestHealthEndpoints: the handlers answer 200 "ok" or 503 with the
