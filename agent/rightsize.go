@@ -338,7 +338,12 @@ func (r *rightsizer) decide(p *corev1.Pod, now time.Time) {
 	}
 	prev := rp.decision
 	rp.decision, rp.next = d, now.Add(step)
-	rp.state, rp.reason = d.State, d.Why
+	// A resize accepted but not yet verified stays "Resized" through a
+	// decision that finds the spec already at its target: only verify
+	// (the kubelet's status and the cgroups) may call it Applied.
+	if !(rp.state == stateResized && d.State == rightsize.StateUnchanged) {
+		rp.state, rp.reason = d.State, d.Why
+	}
 	r.mu.Unlock()
 	ref := &podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}
 	switch {

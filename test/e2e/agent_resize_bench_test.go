@@ -133,7 +133,9 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 	within(b, 30*time.Second, "the agent verified every resize", func() (bool, string) {
 		nacc = metric(b, health, `cgpilot_resize_seconds_count{phase="accepted"}`) - nacc0
 		napp = metric(b, health, `cgpilot_resize_seconds_count{phase="applied"}`) - napp0
-		return nacc >= float64(b.N) && napp >= float64(b.N), fmt.Sprintf("%v accepted and %v applied for %d changes", nacc, napp, b.N)
+		p := bd.pod(b, "bench")
+		return nacc >= float64(b.N) && napp >= float64(b.N), fmt.Sprintf("%v accepted and %v applied for %d changes; bench %s, status %+v %+v",
+			nacc, napp, b.N, p.Annotations["cgpilot.io/recommendation"], p.Status.Conditions, p.Status.ContainerStatuses[0].Resources)
 	})
 	b.ReportMetric(1000*(metric(b, health, `cgpilot_resize_seconds_sum{phase="accepted"}`)-acc0)/nacc, "decision-to-accepted-mean-ms")
 	b.ReportMetric(1000*(metric(b, health, `cgpilot_resize_seconds_sum{phase="applied"}`)-app0)/napp, "decision-to-verified-mean-ms")
