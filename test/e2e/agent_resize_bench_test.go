@@ -112,7 +112,9 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 		settled(cpu) // the kubelet done with it: the next flip is a fresh decision
 		b.StartTimer()
 		// The baseline: the same resize sent directly.
-		patch := fmt.Sprintf(`{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"%dm"}}}]}}`, cpu)
+		// What the agent sends under KeepRatio: the request and the limit
+		// (twice the request, as created).
+		patch := fmt.Sprintf(`{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"%dm"},"limits":{"cpu":"%dm"}}}]}}`, cpu, 2*cpu)
 		t0 = time.Now()
 		if _, err := bd.cs.CoreV1().Pods("default").Patch(ctx, "base", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "resize"); err != nil {
 			b.Fatal(err)
