@@ -84,10 +84,17 @@ func BenchmarkAgentFootprint(b *testing.B) {
 		time.Sleep(30 * time.Second) // past the start's listing, status writes and first rounds
 		pid := a.cmd.Process.Pid
 		c0, t0 := cpuSeconds(b, pid), time.Now()
-		r0 := metric(b, health, "cgpilot_collector_round_seconds_sum")
+		// The collector runs only with right-sizing on.
+		roundSum := func() float64 {
+			if !rightsizing {
+				return 0
+			}
+			return metric(b, health, "cgpilot_collector_round_seconds_sum")
+		}
+		r0 := roundSum()
 		time.Sleep(window)
 		c1, t1 := cpuSeconds(b, pid), time.Now()
-		rounds := metric(b, health, "cgpilot_collector_round_seconds_sum") - r0
+		rounds := roundSum() - r0
 		rss, peak := statusMiB(b, pid, "VmRSS"), statusMiB(b, pid, "VmHWM")
 		b.Logf("%s: RssAnon %.1f MiB, RssFile %.1f MiB", name, statusMiB(b, pid, "RssAnon"), statusMiB(b, pid, "RssFile"))
 		if prof != "" {
