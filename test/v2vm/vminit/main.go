@@ -17,12 +17,14 @@
 package main
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 const (
@@ -39,6 +41,7 @@ func logf(format string, a ...any) {
 func main() {
 	openConsole()
 	mountAll()
+	loopbackUp()
 	logf("init started uptime=%s", uptime())
 	enableControllers()
 	report()
@@ -85,6 +88,35 @@ func mountAll() {
 	mount("cgroup2", cgroupRoot, "cgroup2", nsd|syscall.MS_NOEXEC, "nsdelegate,memory_recursiveprot")
 	mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, "")
 	mount("bpf", "/sys/fs/bpf", "bpf", 0, "")
+}
+
+// loopbackUp brings lo up, as every node has it: tests serve on 127.0.0.1
+// (the kernel gives lo 127.0.0.1/8 when it comes up). No netlink package:
+// two ioctls on struct ifreq (name[16], then the flags).
+func loopbackUp() {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		logf("loopback: socket: %v", err)
+		return
+	}
+	defer syscall.Close(fd)
+	var ifr [40]byte
+	copy(ifr[:], "lo")
+	ioctl := func(req uintptr) error {
+		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), req, uintptr(unsafe.Pointer(&ifr[0]))); e != 0 {
+			return e
+		}
+		return nil
+	}
+	if err := ioctl(syscall.SIOCGIFFLAGS); err != nil {
+		logf("loopback: get flags: %v", err)
+		return
+	}
+	flags := binary.NativeEndian.Uint16(ifr[16:18]) | syscall.IFF_UP | syscall.IFF_RUNNING
+	binary.NativeEndian.PutUint16(ifr[16:18], flags)
+	if err := ioctl(syscall.SIOCSIFFLAGS); err != nil {
+		logf("loopback: set up: %v", err)
+	}
 }
 
 // enableControllers turns on every controller for the root's children, as
