@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 
@@ -64,10 +65,15 @@ type applier struct {
 	// decided is when the last change pods/resize accepted was decided, by
 	// pod UID, until the kubelet has applied it.
 	decided map[string]time.Time
+	// accepted is the pods/resize body the API server accepted, by pod
+	// UID, until verified: verify judges only a pod whose spec shows it
+	// (the informer may still hold the spec from before the resize while
+	// the kubelet, on its own watch, has already written the cgroups).
+	accepted map[string][]byte
 }
 
 func newApplier(c *controller, api bool) *applier {
-	return &applier{c: c, api: api, want: map[string]change{}, cgroupValues: map[string]map[string]rightsize.Requirements{}, decided: map[string]time.Time{},
+	return &applier{c: c, api: api, want: map[string]change{}, cgroupValues: map[string]map[string]rightsize.Requirements{}, decided: map[string]time.Time{}, accepted: map[string][]byte{},
 		q: workqueue.NewTypedRateLimitingQueueWithConfig(resizeRateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-resize"})}
 }
 
@@ -169,6 +175,7 @@ func (a *applier) applyOne(ctx context.Context, key string) error {
 		a.c.metrics.resizeTime.WithLabelValues("accepted").Observe(time.Since(ch.decided).Seconds())
 		a.mu.Lock()
 		a.decided[ch.uid] = ch.decided
+		a.accepted[ch.uid] = body
 		a.mu.Unlock()
 		a.r.setState(ch.uid, stateResized, "pods/resize accepted: "+ch.summary+"; waiting for the kubelet", true)
 		reason, msg := "Resized", ch.summary
@@ -342,6 +349,46 @@ func (c *controller) podResources(p *corev1.Pod, override map[string]rightsize.R
 	return out, nil
 }
 
+// specShows says whether p's spec holds the resources of an accepted
+// pods/resize body (resizePatch's form).
+func specShows(p *corev1.Pod, body []byte) bool {
+	var patch struct {
+		Spec struct {
+			Containers []struct {
+				Name      string `json:"name"`
+				Resources struct {
+					Requests map[corev1.ResourceName]string `json:"requests"`
+					Limits   map[corev1.ResourceName]string `json:"limits"`
+				} `json:"resources"`
+			} `json:"containers"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(body, &patch) != nil {
+		return false
+	}
+	specs := map[string]corev1.ResourceRequirements{}
+	for _, c := range p.Spec.Containers {
+		specs[c.Name] = c.Resources
+	}
+	same := func(want map[corev1.ResourceName]string, have corev1.ResourceList) bool {
+		for r, v := range want {
+			q, err := resource.ParseQuantity(v)
+			h, ok := have[r]
+			if err != nil || !ok || q.Cmp(h) != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for _, c := range patch.Spec.Containers {
+		spec, ok := specs[c.Name]
+		if !ok || !same(c.Resources.Requests, spec.Requests) || !same(c.Resources.Limits, spec.Limits) {
+			return false
+		}
+	}
+	return true
+}
+
 // verify checks, after a resize the API server accepted, that the kubelet
 // reports the new resources and the cgroups hold them; the pod's state
 // becomes Applied (or says what differs).
@@ -354,6 +401,12 @@ func (r *rightsizer) verify(p *corev1.Pod) {
 	}
 	ctrs := rp.containers
 	r.mu.Unlock()
+	r.apply.mu.Lock()
+	body := r.apply.accepted[string(p.UID)]
+	r.apply.mu.Unlock()
+	if body != nil && !specShows(p, body) {
+		return // an informer view from before the resize
+	}
 	if st, _ := resizeState(p); st != "" {
 		return // the kubelet is still at it (or reports why not): decide says so
 	}
@@ -407,6 +460,7 @@ func (r *rightsizer) verify(p *corev1.Pod) {
 		r.c.metrics.resizeTime.WithLabelValues("applied").Observe(time.Since(t).Seconds())
 		delete(r.apply.decided, string(p.UID))
 	}
+	delete(r.apply.accepted, string(p.UID))
 	r.apply.mu.Unlock()
 	r.setState(string(p.UID), stateApplied, "the kubelet applied the resize and the cgroups hold it", false)
 }

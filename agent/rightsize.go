@@ -219,6 +219,7 @@ func (r *rightsizer) untrack(uid string) {
 	r.coll.Remove(uid)
 	r.apply.mu.Lock()
 	delete(r.apply.decided, uid)
+	delete(r.apply.accepted, uid)
 	r.apply.mu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
