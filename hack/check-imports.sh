@@ -9,6 +9,8 @@
 #   recommend           of each other, api, agent or cmd (tests included)
 #   api/local           the node-local protocol: no client-go, no k8s.io/*
 #                       but cpuset, no cgpilot package but internal/*
+#   api/report          the agent-to-aggregator wire contract: no k8s.io/*,
+#                       no cgpilot package but recommend and internal/*
 #   api/v1alpha1        the cluster API types: k8s.io/apimachinery only
 #   agent/pools         the CPU pools: no client-go, no k8s.io/* but cpuset;
 #                       cgroup, topology, api/local, internal/*
@@ -70,6 +72,7 @@ done
 
 # ---- the wire contracts
 deps_rule api/local "api/local/..." "^k8s\.io/|^$mod/" "$cpuset|$internal"
+deps_rule api/report "api/report/..." "^k8s\.io/|^$mod/" "$internal|^$mod/recommend$|\.test$" -test
 deps_rule api/v1alpha1 "api/v1alpha1/..." "^k8s\.io/(client-go|api)(/|$)|^$mod/" "$internal"
 
 # ---- agent's rooms
