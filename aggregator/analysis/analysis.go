@@ -58,7 +58,9 @@ type container struct {
 	adjustable           bool
 	conflicts            []string
 	pods                 int
-	lastSeen             time.Time
+	// unadmitted by node (the latest report of each).
+	unadmitted map[string]int
+	lastSeen   time.Time
 }
 
 // Sums are requests and usage of a set of pod-containers: Before the
@@ -178,7 +180,17 @@ func (a *Analysis) Observe(d *report.Decoded, now time.Time) {
 			ci = &container{}
 			a.containers[c.Key] = ci
 		}
-		*ci = container{policy: c.Policy, mode: c.Mode, reason: c.Reason, adjustable: c.Adjustable, conflicts: c.Conflicts, pods: c.Pods, lastSeen: now}
+		un := ci.unadmitted
+		*ci = container{policy: c.Policy, mode: c.Mode, reason: c.Reason, adjustable: c.Adjustable, conflicts: c.Conflicts, pods: c.Pods, lastSeen: now, unadmitted: un}
+		switch {
+		case c.Unadmitted > 0:
+			if ci.unadmitted == nil {
+				ci.unadmitted = map[string]int{}
+			}
+			ci.unadmitted[d.Node] = c.Unadmitted
+		case ci.unadmitted != nil:
+			delete(ci.unadmitted, d.Node)
+		}
 	}
 	for _, adj := range d.Adjustments {
 		e := Event{Time: adj.Time, Node: d.Node, Key: adj.Key, Pod: adj.Pod, Kind: "adjustment", Resource: adj.Resource,
@@ -436,6 +448,15 @@ type Anomalies struct {
 	MultiplePolicies []Conflict   `json:"multiplePolicies"`
 	NodesNotReport   []NodeSilent `json:"nodesNotReporting"`
 	SamplingGaps     []Gap        `json:"samplingGaps"`
+	// Unadmitted: pods under an Auto policy admitted without the webhook.
+	Unadmitted []Unadmitted `json:"unadmitted"`
+}
+
+// Unadmitted is a workload-container with pods the webhook did not see.
+type Unadmitted struct {
+	Key    report.Key `json:"key"`
+	Policy string     `json:"policy"`
+	Pods   int        `json:"pods"`
 }
 
 // Conflict is a workload-container matched by several policies.
@@ -460,7 +481,11 @@ func (a *Analysis) Anomalies(now time.Time, limit int) Anomalies {
 		if len(c.conflicts) > 1 {
 			an.MultiplePolicies = append(an.MultiplePolicies, Conflict{Key: k, Policies: c.conflicts})
 		}
+		if n := sum(c.unadmitted); n > 0 {
+			an.Unadmitted = append(an.Unadmitted, Unadmitted{Key: k, Policy: c.policy, Pods: n})
+		}
 	}
+	sort.Slice(an.Unadmitted, func(i, j int) bool { return an.Unadmitted[i].Key.String() < an.Unadmitted[j].Key.String() })
 	sort.Slice(an.MultiplePolicies, func(i, j int) bool { return an.MultiplePolicies[i].Key.String() < an.MultiplePolicies[j].Key.String() })
 	for name, n := range a.nodes {
 		if now.Sub(n.lastSeen) > a.cfg.StaleAfter {
@@ -469,6 +494,7 @@ func (a *Analysis) Anomalies(now time.Time, limit int) Anomalies {
 	}
 	sort.Slice(an.NodesNotReport, func(i, j int) bool { return an.NodesNotReport[i].LastSeen.Before(an.NodesNotReport[j].LastSeen) })
 	if limit > 0 {
+		an.Unadmitted = an.Unadmitted[:min(limit, len(an.Unadmitted))]
 		an.MultiplePolicies = an.MultiplePolicies[:min(limit, len(an.MultiplePolicies))]
 		an.NodesNotReport = an.NodesNotReport[:min(limit, len(an.NodesNotReport))]
 	}
@@ -494,4 +520,12 @@ func (a *Analysis) Namespaces() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

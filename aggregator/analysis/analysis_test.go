@@ -22,7 +22,7 @@ func TestAnalysis(t *testing.T) {
 	a := New(Config{})
 	web := report.Container{Key: key("shop", "web", "app"), Pods: 3, UsageCPU: 0.6, UsageMemory: 6e8,
 		Current: report.Resources{CPURequest: 0.25, MemoryRequest: 3e8}, Original: report.Resources{CPURequest: 1, MemoryRequest: 1e9},
-		Policy: "shop", Mode: "InPlace", Adjustable: true}
+		Policy: "shop", Mode: "InPlace", Adjustable: true, Unadmitted: 1}
 	db := report.Container{Key: key("shop", "db", "pg"), Pods: 1, UsageCPU: 1.5, UsageMemory: 4e9,
 		Current: report.Resources{CPURequest: 2, MemoryRequest: 8e9}, Policy: "shop", Mode: "InPlace", Reason: "ExclusiveCPUs"}
 	batch := report.Container{Key: key("batch", "etl", "run"), Pods: 2, UsageCPU: 0.2, UsageMemory: 1e8,
@@ -67,6 +67,9 @@ func TestAnalysis(t *testing.T) {
 	an := a.Anomalies(later, 10)
 	if len(an.FailedWrites) != 1 || len(an.MultiplePolicies) != 1 || len(an.NodesNotReport) != 1 || an.NodesNotReport[0].Node != "n2" {
 		t.Errorf("anomalies %+v", an)
+	}
+	if len(an.Unadmitted) != 1 || an.Unadmitted[0].Pods != 1 || an.Unadmitted[0].Key != web.Key {
+		t.Errorf("unadmitted %+v", an.Unadmitted)
 	}
 	if len(an.SamplingGaps) != 2 || an.SamplingGaps[0].MissedWindows != 2 || an.SamplingGaps[1].MissedRounds != 2 {
 		t.Errorf("gaps %+v", an.SamplingGaps)

@@ -36,6 +36,7 @@ type ContainerInfo struct {
 	Conflicts         []string
 	Adjustable        bool
 	Reason            string
+	Unadmitted        int
 }
 
 // Builder turns an agent's samples into one Report per window of the
@@ -220,7 +221,8 @@ func (b *Builder) finish() {
 		info := b.info[k]
 		c := Container{Key: k, Pods: len(a.pods), CPU: a.cpu.AppendBinary(nil), Memory: a.mem.AppendBinary(nil),
 			Current: info.Current, Original: info.Original, QOS: info.QOS, Local: info.Local, Policy: info.Policy,
-			Mode: info.Mode, Preset: info.Preset, Conflicts: info.Conflicts, Adjustable: info.Adjustable, Reason: info.Reason}
+			Mode: info.Mode, Preset: info.Preset, Conflicts: info.Conflicts, Adjustable: info.Adjustable, Reason: info.Reason,
+			Unadmitted: min(info.Unadmitted, len(a.pods))}
 		if b.rounds > 0 {
 			c.UsageCPU, c.UsageMemory = a.sumCPU/float64(b.rounds), a.sumMem/float64(b.rounds)
 		}

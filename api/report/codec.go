@@ -238,6 +238,9 @@ func (c *Container) validate() (ContainerCounts, error) {
 	if c.Pods < 1 {
 		return cc, fmt.Errorf("%w: pods %d, want ≥ 1", ErrMalformed, c.Pods)
 	}
+	if c.Unadmitted < 0 || c.Unadmitted > c.Pods {
+		return cc, fmt.Errorf("%w: %d unadmitted of %d pods", ErrMalformed, c.Unadmitted, c.Pods)
+	}
 	cur, orig := c.Current, c.Original
 	if err := checkAmounts("resources", c.UsageCPU, c.UsageMemory, cur.CPURequest, cur.CPULimit, cur.MemoryRequest, cur.MemoryLimit,
 		orig.CPURequest, orig.CPULimit, orig.MemoryRequest, orig.MemoryLimit); err != nil {

@@ -133,6 +133,11 @@ type Container struct {
 	// MatchedByTwoPolicies, NoResizeSupport, BestEffort).
 	Adjustable bool   `json:"adjustable"`
 	Reason     string `json:"reason,omitempty"`
+	// Unadmitted counts those pods that a policy in mode Auto covers but
+	// that carry no cgpilot.io/admission annotation: the aggregator's
+	// webhook was unreachable when they were created, and the API server
+	// admitted them unchanged (its failurePolicy is Ignore).
+	Unadmitted int `json:"unadmitted,omitempty"`
 }
 
 // Resources are requests and limits in cores and bytes (0: unset).
