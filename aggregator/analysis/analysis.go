@@ -432,6 +432,9 @@ func (a *Analysis) History(limit int) []Event {
 }
 
 func newestFirst[T any](items []T, limit int) []T {
+	if items == nil {
+		items = []T{}
+	}
 	for i, j := 0, len(items)-1; i < j; i, j = i+1, j-1 {
 		items[i], items[j] = items[j], items[i]
 	}
