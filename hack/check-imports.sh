@@ -20,8 +20,15 @@
 #   agent/oomwatch      no k8s.io/*; cgroup and internal/* only
 #   agent               wires everything; only cmd/* and test/* import it,
 #                       and no sub-package of agent imports agent itself
-#   aggregator/...      reserved for the cluster aggregator: never imports
-#                       agent (agents and the aggregator meet in api/*)
+#   aggregator/...      the cluster aggregator: never imports agent (agents
+#                       and the aggregator meet in api/*). Its rooms:
+#     state, analysis,  the merge and the analysis: no k8s.io/*; api/report,
+#     profile, auth,    recommend, internal/* and each other as layered
+#     web               (web reads state, analysis, profile)
+#     ingest            the agent API: no client-go (auth's interface only)
+#     extender, webhook k8s.io/api types, no client-go
+#     kube              the one room that talks to the API server (client-go)
+#                       besides the wiring; it imports no HTTP room
 #   cmd/cgpilotctl      must not link client-go (it talks to the socket)
 #
 # Also: every package has a package doc comment, and every .go file that
@@ -82,6 +89,18 @@ for room in rightsize collector; do
 done
 deps_rule agent/oomwatch "agent/oomwatch/..." "^k8s\.io/|^$mod/(agent|cmd|api|aggregator|topology|recommend)(/|$)" "$cpuset"
 deps_rule aggregator "aggregator/..." "^$mod/agent(/|$)"
+aggr="^$mod/aggregator/"
+report="^$mod/api/report$|^$mod/recommend$|$internal"
+deps_rule aggregator/auth "aggregator/auth" "^k8s\.io/|^$mod/"
+deps_rule aggregator/profile "aggregator/profile" "^k8s\.io/|^$mod/" "$report"
+deps_rule aggregator/analysis "aggregator/analysis" "^k8s\.io/|^$mod/" "$report"
+deps_rule aggregator/state "aggregator/state" "^k8s\.io/|^$mod/" "$report"
+deps_rule aggregator/web "aggregator/web" "^k8s\.io/|^$mod/" "$report|$aggr(state|analysis|profile)$"
+deps_rule aggregator/ingest "aggregator/ingest" "^k8s\.io/|^$mod/" "$report|$aggr(state|auth)$"
+for room in extender webhook; do
+  deps_rule "aggregator/$room" "aggregator/$room" "^k8s\.io/client-go(/|$)|^$mod/" "$report|^$mod/api/v1alpha1$|$aggr(profile)$"
+done
+deps_rule aggregator/kube "aggregator/kube" "$aggr(ingest|web|webhook|extender)$"
 deps_rule cmd/cgpilotctl "cmd/cgpilotctl" "^k8s\.io/client-go(/|$)"
 
 # ---- only cmd/* and test/* import agent; agent's sub-packages never do

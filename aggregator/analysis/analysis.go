@@ -21,6 +21,9 @@ type Config struct {
 	// Points steps: default 288, a day).
 	Step   time.Duration
 	Points int
+	// Recent is how far back failed writes and sampling gaps count as
+	// current anomalies (default 1 h; the history keeps them longer).
+	Recent time.Duration
 }
 
 // Analysis computes the effect of right-sizing from the reports: coverage,
@@ -125,6 +128,9 @@ func New(cfg Config) *Analysis {
 	}
 	if cfg.Points == 0 {
 		cfg.Points = 288
+	}
+	if cfg.Recent == 0 {
+		cfg.Recent = time.Hour
 	}
 	return &Analysis{cfg: cfg, nodes: map[string]*node{}, containers: map[report.Key]*container{},
 		history: newRing[Event](cfg.History), failed: newRing[Event](cfg.History), gaps: newRing[Gap](cfg.History),
@@ -474,12 +480,17 @@ type NodeSilent struct {
 	LastSeen time.Time `json:"lastSeen"`
 }
 
-// Anomalies returns the current anomalies, each list newest first and at
-// most limit long.
+// Anomalies returns the current anomalies (failed writes and sampling
+// gaps of the last Recent), each list newest first and at most limit long
+// (limit 0: all).
 func (a *Analysis) Anomalies(now time.Time, limit int) Anomalies {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	an := Anomalies{FailedWrites: newestFirst(a.failed.items(), limit), SamplingGaps: newestFirst(a.gaps.items(), limit)}
+	since := now.Add(-a.cfg.Recent)
+	an := Anomalies{
+		FailedWrites: newestFirst(recent(a.failed.items(), since, func(e Event) time.Time { return e.Time }), limit),
+		SamplingGaps: newestFirst(recent(a.gaps.items(), since, func(g Gap) time.Time { return g.Time }), limit),
+	}
 	for k, c := range a.containers {
 		if len(c.conflicts) > 1 {
 			an.MultiplePolicies = append(an.MultiplePolicies, Conflict{Key: k, Policies: c.conflicts})
@@ -531,4 +542,14 @@ func sum(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+func recent[T any](items []T, since time.Time, at func(T) time.Time) []T {
+	out := items[:0]
+	for _, x := range items {
+		if !at(x).Before(since) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
