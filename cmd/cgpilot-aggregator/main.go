@@ -26,11 +26,13 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
+// parse turns the arguments into a Config and the debug flag; ok is false
+// after a usage error (already printed).
+func parse(args []string, stderr io.Writer) (cfg aggregator.Config, debug, ok bool) {
 	fs := flag.NewFlagSet("cgpilot-aggregator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	d := aggregator.DefaultConfig()
-	cfg := d
+	cfg = d
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty = in-cluster service account")
 	fs.StringVar(&cfg.Namespace, "namespace", "", "namespace of the leader Lease (default $POD_NAMESPACE, else cgpilot-system)")
 	fs.StringVar(&cfg.LeaseName, "lease-name", d.LeaseName, "name of the leader Lease")
@@ -51,19 +53,27 @@ func run(args []string, stderr io.Writer) int {
 	fs.Float64Var(&cfg.CheckpointBudget, "checkpoint-budget", 0, "WorkloadRecommendation writes per second (default 20)")
 	fs.DurationVar(&cfg.CheckpointMinAge, "checkpoint-min-age", 0, "least time between two writes of one workload (default 5m)")
 	fs.DurationVar(&cfg.AnnotateInterval, "annotate-interval", 0, "how often node usage-profile annotations are refreshed (default 5m)")
-	debug := fs.Bool("debug", false, "debug logging")
+	fs.BoolVar(&debug, "debug", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return cfg, false, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "cgpilot-aggregator: unexpected arguments %q\n", fs.Args())
-		return 2
+		return cfg, false, false
 	}
 	if *users != "" {
 		cfg.AgentUsers = strings.Split(*users, ",")
 	}
+	return cfg, debug, true
+}
+
+func run(args []string, stderr io.Writer) int {
+	cfg, debug, ok := parse(args, stderr)
+	if !ok {
+		return 2
+	}
 	level := zapcore.InfoLevel
-	if *debug {
+	if debug {
 		level = zapcore.DebugLevel
 	}
 	zc := zap.NewProductionConfig()
