@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"os"
@@ -315,14 +316,14 @@ func (a *Aggregator) Run(ctx context.Context) error {
 			return fmt.Errorf("aggregator: listen %s: %w", cfg.SecureAddr, err)
 		}
 		srv := &http.Server{Handler: a.proxy.wrap(secureMux, true), TLSConfig: a.certs.tlsConfig(), ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 3 * time.Minute, ErrorLog: nil}
+			ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 3 * time.Minute, ErrorLog: a.serverLog()}
 		wg.Add(1)
 		go func() { defer wg.Done(); serve(ctx, srv, a.secure, true, errc) }()
 	}
 	if a.plain, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("aggregator: listen %s: %w", cfg.HTTPAddr, err)
 	}
-	srv := &http.Server{Handler: a.proxy.wrap(plainMux, false), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 3 * time.Minute}
+	srv := &http.Server{Handler: a.proxy.wrap(plainMux, false), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 3 * time.Minute, ErrorLog: a.serverLog()}
 	wg.Add(1)
 	go func() { defer wg.Done(); serve(ctx, srv, a.plain, false, errc) }()
 	defer wg.Wait()
@@ -343,6 +344,20 @@ func (a *Aggregator) Run(ctx context.Context) error {
 		return nil
 	}
 	return a.elect(ctx, cancel, recorder, errc)
+}
+
+// serverLog routes net/http's own messages (TLS handshake errors of
+// clients, mostly) to the debug log: a scanner or a misconfigured agent
+// must not flood the log.
+func (a *Aggregator) serverLog() *stdlog.Logger {
+	return stdlog.New(logWriter{a.log.V(1).WithName("http")}, "", 0)
+}
+
+type logWriter struct{ l logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.l.Info(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 func addrOf(l net.Listener) string {

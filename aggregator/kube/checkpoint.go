@@ -374,8 +374,11 @@ func (c *Checkpointer) Write(ctx context.Context, w report.Workload) error {
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	c.latency.Observe(time.Since(t0).Seconds())
 	if err != nil {
+		// Retried after MinAge, not on every pass: a namespace being
+		// deleted must not eat the budget of the others.
 		c.writes.WithLabelValues("error").Inc()
 		c.Store.MarkDirty(w)
+		c.written[w] = now
 		return fmt.Errorf("kube: apply %s/%s: %w", w.Namespace, obj.Name, err)
 	}
 	c.writes.WithLabelValues("ok").Inc()

@@ -39,8 +39,17 @@ type TLS struct {
 }
 
 // Certs writes a CA and a serving certificate for 127.0.0.1, localhost and
-// dnsNames into dir (P-256, valid for a week).
-func Certs(dir string, dnsNames ...string) (*TLS, error) {
+// names (DNS names or IP addresses) into dir (P-256, valid for a week).
+func Certs(dir string, names ...string) (*TLS, error) {
+	var dnsNames []string
+	ips := []net.IP{net.ParseIP("127.0.0.1")}
+	for _, n := range names {
+		if ip := net.ParseIP(n); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			dnsNames = append(dnsNames, n)
+		}
+	}
 	now := time.Now().Add(-time.Hour)
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -61,7 +70,7 @@ func Certs(dir string, dnsNames ...string) (*TLS, error) {
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "cgpilot-aggregator"},
 		NotBefore: now, NotAfter: now.Add(7 * 24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, DNSNames: append([]string{"localhost"}, dnsNames...),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+		IPAddresses: ips}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
 		return nil, err
