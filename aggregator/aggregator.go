@@ -93,8 +93,10 @@ type Config struct {
 	CheckpointBudget                     float64
 	CheckpointInterval, CheckpointMinAge time.Duration
 	AnnotateInterval                     time.Duration
-	// FoldInterval is how often windows are merged (default 5 s).
-	FoldInterval time.Duration
+	// FoldInterval is how often windows are merged (default 5 s);
+	// EventInterval how often unadmitted pods are turned into Events
+	// (default 30 s).
+	FoldInterval, EventInterval time.Duration
 	// Ready, when set, is called once the servers listen (tests read the
 	// bound addresses from it).
 	Ready func(a *Aggregator)
@@ -547,7 +549,11 @@ func (a *Aggregator) unadmittedEvents(ctx context.Context, recorder events.Event
 		return
 	}
 	seen := map[report.Key]time.Time{}
-	t := time.NewTicker(30 * time.Second)
+	every := a.cfg.EventInterval
+	if every == 0 {
+		every = 30 * time.Second
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
