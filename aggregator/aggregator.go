@@ -451,12 +451,22 @@ func (a *Aggregator) elect(ctx context.Context, cancel context.CancelFunc, recor
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 	}
 	lost := make(chan struct{})
+	// The elector runs OnStartedLeading in a goroutine and does not wait
+	// for it: leading is waited for here, so that its last checkpoint pass
+	// ends before Run returns (and the process exits).
+	var leadMu sync.Mutex
+	var leads []chan struct{}
 	var err error
 	a.elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: lock, Name: cfg.LeaseName, ReleaseOnCancel: true,
 		LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lctx context.Context) {
+				done := make(chan struct{})
+				leadMu.Lock()
+				leads = append(leads, done)
+				leadMu.Unlock()
+				defer close(done)
 				a.log.Info("leading", "lease", cfg.Namespace+"/"+cfg.LeaseName, "identity", identity)
 				a.lead(lctx, recorder)
 			},
@@ -475,7 +485,16 @@ func (a *Aggregator) elect(ctx context.Context, cancel context.CancelFunc, recor
 		return fmt.Errorf("%w: leader election: %v", ErrConfig, err)
 	}
 	done := make(chan struct{})
-	go func() { a.elector.Run(ctx); close(done) }()
+	go func() {
+		a.elector.Run(ctx)
+		leadMu.Lock()
+		running := leads
+		leadMu.Unlock()
+		for _, l := range running {
+			<-l
+		}
+		close(done)
+	}()
 	select {
 	case <-done:
 	case err := <-errc:
