@@ -22,9 +22,10 @@ BENCHFLAGS ?= -benchmem
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(CACHE_DIR)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
-# Debian packages: the v2 VM (qemu, cpio), the node tier, and clang-19 so the
-# eBPF objects are checked against a regeneration (TestGeneratedUpToDate).
-APT_PKGS := qemu-system-x86 cpio containerd runc busybox-static containernetworking-plugins iproute2 iptables clang-19 llvm-19 libbpf-dev
+# Debian packages: the v2 VM (qemu, cpio), the node tier, clang-19 so the
+# eBPF objects are checked against a regeneration (TestGeneratedUpToDate),
+# and chromium for the aggregator dashboard's browser test.
+APT_PKGS := qemu-system-x86 cpio containerd runc busybox-static containernetworking-plugins iproute2 iptables clang-19 llvm-19 libbpf-dev chromium
 
 present = $(strip $(foreach p,$(1),$(if $(shell find $(patsubst %/...,%,$(p)) -name '*.go' -print -quit 2>/dev/null),$(p))))
 

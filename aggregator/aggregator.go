@@ -100,6 +100,9 @@ type Config struct {
 	// Ready, when set, is called once the servers listen (tests read the
 	// bound addresses from it).
 	Ready func(a *Aggregator)
+	// Clock replaces time.Now for everything the aggregator times by the
+	// report grid (tests that simulate hours in seconds); nil: time.Now.
+	Clock func() time.Time
 }
 
 // DefaultConfig returns the defaults of the command's flags.
@@ -137,6 +140,13 @@ func (a *Aggregator) SecureAddr() string { return a.secure.Addr().String() }
 
 // HTTPAddr is the bound HTTP address.
 func (a *Aggregator) HTTPAddr() string { return a.plain.Addr().String() }
+
+func (a *Aggregator) now() time.Time {
+	if a.cfg.Clock != nil {
+		return a.cfg.Clock()
+	}
+	return time.Now()
+}
 
 // IsLeader reports whether this replica holds the Lease (and has loaded
 // the checkpoints).
@@ -256,9 +266,10 @@ func New(cfg Config, log logr.Logger) (*Aggregator, error) {
 	a.Profiles = profile.New(profile.Config{Period: cfg.Period, Grace: sc.Grace, HotWatermark: cfg.HotWatermark})
 	if a.dc != nil {
 		a.cp = kube.NewCheckpointer(a.dc, a.Store, a.Profiles, log.WithName("checkpoint"), a.reg)
+		a.cp.Now = a.now
 		a.cp.Budget, a.cp.Interval, a.cp.MinAge = cfg.CheckpointBudget, cfg.CheckpointInterval, cfg.CheckpointMinAge
 		a.annot = kube.NewNodeAnnotator(a.cs, a.Profiles, log.WithName("annotate"), a.reg)
-		a.annot.Interval = cfg.AnnotateInterval
+		a.annot.Interval, a.annot.Now = cfg.AnnotateInterval, a.now
 	}
 	return a, nil
 }
@@ -286,10 +297,12 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	}
 
 	ing := ingest.New(authn, a.Store, a.reg, a.Analysis, a.Profiles)
+	ing.Now = a.now
 	wh := webhook.New(a.Store, a.matcher(), recorder, a.reg)
-	wh.Parent = a.parents(ctx)
+	wh.Parent, wh.Now = a.parents(ctx), a.now
 	ext := extender.New(a.Profiles, a.reg)
-	site := &web.Server{Store: a.Store, Analysis: a.Analysis, Profiles: a.Profiles, Leader: a.IsLeader, Identity: cfg.Identity}
+	ext.Now = a.now
+	site := &web.Server{Store: a.Store, Analysis: a.Analysis, Profiles: a.Profiles, Leader: a.IsLeader, Identity: cfg.Identity, Now: a.now}
 	a.reg.MustRegister(newCollector(a))
 
 	a.proxy = newLeaderProxy(a)
@@ -541,7 +554,7 @@ func (a *Aggregator) lead(ctx context.Context, recorder events.EventRecorder) {
 	var wg sync.WaitGroup
 	run := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
 	run(func() {
-		ingest.FoldLoop(ctx, a.Store, cfg.FoldInterval, time.Now, a.Profiles.Close, a.Analysis.Tick)
+		ingest.FoldLoop(ctx, a.Store, cfg.FoldInterval, a.now, a.Profiles.Close, a.Analysis.Tick)
 	})
 	if cp != nil {
 		run(func() { cp.Run(ctx) })
@@ -580,7 +593,7 @@ func (a *Aggregator) unadmittedEvents(ctx context.Context, recorder events.Event
 			return
 		case <-t.C:
 		}
-		now := time.Now()
+		now := a.now()
 		for _, u := range a.Analysis.Anomalies(now, 0).Unadmitted {
 			if last, ok := seen[u.Key]; ok && now.Sub(last) < time.Hour {
 				continue

@@ -1,8 +1,6 @@
 package aggregator
 
 import (
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -60,7 +58,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
 	}
 	a := c.a
-	now := time.Now()
+	now := a.now()
 	leader := 0.0
 	if a.IsLeader() {
 		leader = 1

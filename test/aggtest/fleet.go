@@ -18,9 +18,18 @@ type FleetConfig struct {
 	// Period (default 1 min) and SamplesPerWindow (default 6: every 10 s).
 	Period           time.Duration
 	SamplesPerWindow int
-	// NodeCPU and NodeMemory are each node's allocatable (default 16
-	// cores, 64 GiB).
+	// NodeCPU and NodeMemory are each node's allocatable (default 64
+	// cores, 256 GiB).
 	NodeCPU, NodeMemory float64
+	// Start is when the agents started (default 2026-11-01); RolloutOver,
+	// when set, spreads the right-sizing of the containers that get it
+	// over that time after Start (each is adjusted, with an Adjustment
+	// event, at its own moment), so released capacity grows over a run.
+	Start       time.Time
+	RolloutOver time.Duration
+	// ConflictRate is the share of covered containers matched by two
+	// policies (default 0.005).
+	ConflictRate float64
 	// EventRate is the chance per pod and window of an adjustment (a tenth
 	// of them failed writes) and a tenth of it of an OOM kill (default 0.002).
 	EventRate float64
@@ -31,6 +40,8 @@ type fleetContainer struct {
 	cpu, mem             float64 // mean usage per pod
 	burst                float64
 	original, current    report.Resources
+	rightsized           bool
+	adjustAt             time.Duration // after Start
 	adjustable           bool
 	reason, policy, mode string
 	conflicts            []string
@@ -74,19 +85,24 @@ func NewFleet(cfg FleetConfig) *Fleet {
 		cfg.SamplesPerWindow = 6
 	}
 	if cfg.NodeCPU == 0 {
-		cfg.NodeCPU = 16
+		cfg.NodeCPU = 64
 	}
 	if cfg.NodeMemory == 0 {
-		cfg.NodeMemory = 64 << 30
+		cfg.NodeMemory = 256 << 30
+	}
+	if cfg.ConflictRate == 0 {
+		cfg.ConflictRate = 0.005
+	}
+	if cfg.Start.IsZero() {
+		cfg.Start = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	}
 	if cfg.EventRate == 0 {
 		cfg.EventRate = 0.002
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	f := &Fleet{cfg: cfg, nodes: make([][]fleetPod, cfg.Nodes), agents: make([]report.Agent, cfg.Nodes), seq: make([]uint64, cfg.Nodes), rng: rng}
-	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	for i := range f.agents {
-		f.agents[i] = report.Agent{ID: fmt.Sprintf("agent-%d", i), Started: start}
+		f.agents[i] = report.Agent{ID: fmt.Sprintf("agent-%d", i), Started: cfg.Start}
 	}
 	newWorkload := func(kind, name string, ns int) int {
 		nsName := fmt.Sprintf("team-%02d", ns)
@@ -99,7 +115,7 @@ func NewFleet(cfg FleetConfig) *Fleet {
 			nc = 2
 		}
 		for c := range nc {
-			cpu := 0.02 + 0.5*rng.ExpFloat64()
+			cpu := 0.02 + 0.25*rng.ExpFloat64()
 			mem := (64 + 400*rng.ExpFloat64()) * (1 << 20)
 			over := 1.5 + 2.5*rng.Float64()
 			fc := fleetContainer{name: []string{"app", "sidecar", "proxy"}[c], cpu: cpu, mem: mem, burst: 0.2 + rng.Float64(),
@@ -115,12 +131,16 @@ func NewFleet(cfg FleetConfig) *Fleet {
 					fc.adjustable, fc.reason = false, "ExclusiveCPUs"
 				case u < 0.08:
 					fc.adjustable, fc.reason = false, "NoResizeSupport"
-				case u < 0.085:
+				case u < 0.08+cfg.ConflictRate:
 					fc.adjustable, fc.reason, fc.conflicts = false, "MatchedByTwoPolicies", []string{nsName, "cluster-default"}
 				}
 				if fc.adjustable && fc.mode != "DryRun" && rng.Float64() < 0.7 {
+					fc.rightsized = true
 					fc.current = report.Resources{CPURequest: round(cpu*1.3, 0.001), MemoryRequest: round(mem*1.25, 1<<20)}
 					fc.current.CPULimit, fc.current.MemoryLimit = 2*fc.current.CPURequest, 2*fc.current.MemoryRequest
+					if cfg.RolloutOver > 0 {
+						fc.adjustAt = time.Duration(rng.Int64N(int64(cfg.RolloutOver)))
+					}
 				}
 			}
 			w.containers = append(w.containers, fc)
@@ -197,6 +217,14 @@ func shape(t time.Time, phase float64) float64 {
 	return 1 + 0.5*math.Sin(2*math.Pi*day+phase)
 }
 
+// current is a container's requests in force at t.
+func (f *Fleet) current(c *fleetContainer, t time.Time) report.Resources {
+	if c.rightsized && t.Before(f.cfg.Start.Add(c.adjustAt)) {
+		return c.original
+	}
+	return c.current
+}
+
 // Report builds node i's report of the window ending at windowEnd,
 // stamped with its agent and next sequence number, through the real
 // report.Builder (samples every Period/SamplesPerWindow).
@@ -212,10 +240,15 @@ func (f *Fleet) Report(i int, windowEnd time.Time) *report.Report {
 		w := f.workloads[p.wl]
 		for _, c := range w.containers {
 			k := report.Key{Workload: w.w, Container: c.name}
-			b.Describe(k, report.ContainerInfo{Current: c.current, Original: c.original, QOS: c.qos, Policy: c.policy, Mode: c.mode,
+			cur := f.current(&c, windowEnd)
+			b.Describe(k, report.ContainerInfo{Current: cur, Original: c.original, QOS: c.qos, Policy: c.policy, Mode: c.mode,
 				Preset: "cgpilot-balanced", Conflicts: c.conflicts, Adjustable: c.adjustable, Reason: c.reason})
-			reqCPU += c.current.CPURequest
-			reqMem += c.current.MemoryRequest
+			reqCPU += cur.CPURequest
+			reqMem += cur.MemoryRequest
+			if at := cfg.Start.Add(c.adjustAt); c.rightsized && cfg.RolloutOver > 0 && !at.Before(start) && at.Before(windowEnd) {
+				b.Adjusted(report.Adjustment{Key: k, Pod: p.name, Time: at, Resource: report.ResourceCPU, From: c.original.CPURequest, To: c.current.CPURequest, Reason: report.ReasonRecommendation})
+				b.Adjusted(report.Adjustment{Key: k, Pod: p.name, Time: at, Resource: report.ResourceMemory, From: c.original.MemoryRequest, To: c.current.MemoryRequest, Reason: report.ReasonRecommendation})
+			}
 		}
 	}
 	var nodeCPU, nodeMem float64
@@ -248,6 +281,8 @@ func (f *Fleet) Report(i int, windowEnd time.Time) *report.Report {
 		k := report.Key{Workload: w.w, Container: c.name}
 		at := start.Add(time.Duration(f.rng.Int64N(int64(cfg.Period))))
 		switch u := f.rng.Float64(); {
+		case !c.rightsized && u >= 0.1:
+			// Nothing to adjust on a container right-sizing leaves alone.
 		case u < 0.1:
 			b.OOM(report.OOMKill{Key: k, Pod: p.name, Time: at, UsageBytes: c.current.MemoryLimit, LimitBytes: c.current.MemoryLimit, RequestBytes: c.current.MemoryRequest})
 		case u < 0.2:

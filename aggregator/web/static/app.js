@@ -93,7 +93,7 @@ function released(cap) {
   rows.forEach((r, i) => {
     const y = 22 + i * rowH;
     text(s, 0, y + 14, r.namespace, { fill: "#1d2433" });
-    const wc = ((half - 50) * Math.abs(r.releasedCPU)) / maxC, wm = ((half - 56) * Math.abs(r.releasedMemory)) / maxM;
+    const wc = ((half - 90) * Math.abs(r.releasedCPU)) / maxC, wm = ((half - 70) * Math.abs(r.releasedMemory)) / maxM;
     el("rect", { x: left, y: y + 3, width: Math.max(wc, 1), height: 16, fill: r.releasedCPU < 0 ? C.warn : C.cpu, "data-series": "cpu" }, s);
     text(s, left + wc + 4, y + 15, cores(r.releasedCPU));
     el("rect", { x: left + half, y: y + 3, width: Math.max(wm, 1), height: 16, fill: r.releasedMemory < 0 ? C.warn : C.mem, "data-series": "memory" }, s);
@@ -117,7 +117,7 @@ function saturation(sat) {
   el("line", { x1: L, x2: W - R, y1: Y(1), y2: Y(1), stroke: C.warn, "stroke-dasharray": "4 3" }, s);
   for (let i = 0; i < 5; i++) {
     const t = t0 + ((t1 - t0) * i) / 4;
-    text(s, X(t) - 16, H - 6, new Date(t).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }));
+    text(s, Math.min(X(t) - 16, W - R - 56), H - 6, new Date(t).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }));
   }
   for (const [key, color] of [["cpu", C.cpu], ["memory", C.mem]]) {
     const d = pts.map((p, i) => `${i ? "L" : "M"}${X(Date.parse(p.time)).toFixed(1)},${Y(p[key]).toFixed(1)}`).join(" ");
