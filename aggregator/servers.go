@@ -104,7 +104,7 @@ func newLeaderProxy(a *Aggregator) *leaderProxy {
 
 // local paths every replica answers itself.
 func local(path string) bool {
-	return path == "/healthz" || path == "/readyz" || path == "/metrics"
+	return path == "/healthz" || path == "/readyz" || path == "/metrics" || strings.HasPrefix(path, "/debug/pprof/")
 }
 
 func (p *leaderProxy) wrap(next http.Handler, secure bool) http.Handler {

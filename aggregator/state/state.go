@@ -254,9 +254,20 @@ func (s *Store) Apply(d *report.Decoded, now time.Time) error {
 			e = &Entry{Key: c.Key}
 			sh.entries[c.Key] = e
 		}
-		e.Policy, e.Mode, e.Preset = c.Policy, c.Mode, preset
-		e.Current, e.Original, e.QOS = c.Current, c.Original, c.QOS
-		e.Adjustable, e.Reason, e.Conflicts = c.Adjustable, c.Reason, c.Conflicts
+		// The report's strings are fresh copies every minute: keep the
+		// stored ones when equal, and hand the stored key on (observers
+		// and the node's key list then share its strings).
+		c.Key = e.Key
+		keep(&e.Policy, c.Policy)
+		keep(&e.Mode, c.Mode)
+		keep(&e.Preset, preset)
+		keep(&e.QOS, c.QOS)
+		keep(&e.Reason, c.Reason)
+		e.Current, e.Original = c.Current, c.Original
+		e.Adjustable = c.Adjustable
+		if !slices.Equal(e.Conflicts, c.Conflicts) {
+			e.Conflicts = c.Conflicts
+		}
 		e.LastSeen = now
 		if !d.WindowEnd.After(sh.folded) {
 			s.late.Add(1)
@@ -282,6 +293,14 @@ func (s *Store) Apply(d *report.Decoded, now time.Time) error {
 				MemoryRequest: c.Current.MemoryRequest, MemoryLimit: c.Current.MemoryLimit})
 		}
 	}
+	s.nodeMu.Lock()
+	if n := s.nodes[d.Node]; n != nil && n.Sequence == d.Sequence {
+		n.Keys = n.Keys[:0]
+		for _, c := range d.Containers {
+			n.Keys = append(n.Keys, c.Key)
+		}
+	}
+	s.nodeMu.Unlock()
 	for _, k := range d.OOMKills {
 		s.ooms.Add(1)
 		sh := s.shard(k.Key)
@@ -323,11 +342,14 @@ func (s *Store) admit(d *report.Decoded, now time.Time) error {
 		n.LastWindow = d.WindowEnd
 	}
 	n.Usage, n.Pools = d.Usage, d.Pools
-	n.Keys = n.Keys[:0]
-	for _, c := range d.Containers {
-		n.Keys = append(n.Keys, c.Key)
-	}
 	return nil
+}
+
+// keep sets *dst to v unless it already holds an equal string.
+func keep(dst *string, v string) {
+	if *dst != v {
+		*dst = v
+	}
 }
 
 // mergeLocked adds counts to e's recommender state (the shard is locked).

@@ -54,6 +54,8 @@ func parse(args []string, stderr io.Writer) (cfg aggregator.Config, debug, ok bo
 	fs.DurationVar(&cfg.CheckpointMinAge, "checkpoint-min-age", 0, "least time between two writes of one workload (default 5m)")
 	fs.DurationVar(&cfg.AnnotateInterval, "annotate-interval", 0, "how often node usage-profile annotations are refreshed (default 5m)")
 	fs.BoolVar(&debug, "debug", false, "debug logging")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve net/http/pprof under /debug/pprof/ on --http-addr")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "close connections idle this long (default 15s: agents reconnect for each report rather than hold idle TLS buffers)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, false, false
 	}

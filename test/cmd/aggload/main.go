@@ -47,6 +47,8 @@ func main() {
 	warmup := flag.Int("warmup", 1, "windows left out of the CPU figure (the first window creates every container's state)")
 	spread := flag.Float64("spread", 1, "fraction of the period over which a window's reports are spread (agents' jitter); 0 sends them all at once")
 	out := flag.String("out", "", "write the summary JSON here too")
+	heap := flag.String("heap", "", "save the aggregator's heap profile (after a GC) at the end here (runs it with --pprof)")
+	extra := flag.String("aggregator-args", "", "more flags for the aggregator, space-separated (e.g. --idle-timeout=10s)")
 	flag.Parse()
 	if *nodes < 1 || *nodes > 20000 || *pods < 1 || *pods > 250 || *duration > 30*time.Minute || *duration < *period {
 		fmt.Fprintln(os.Stderr, "aggload: want 1..20000 nodes, 1..250 pods, a duration of one period to 30m")
@@ -54,12 +56,16 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	s, err := run(ctx, *nodes, *pods, *period, *duration, *warmup, *spread)
+	s, err := run(ctx, *nodes, *pods, *period, *duration, *warmup, *spread, *heap, strings.Fields(*extra))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "aggload:", err)
 		os.Exit(1)
 	}
-	b, _ := json.MarshalIndent(s, "", "  ")
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "aggload: %v: %+v\n", err, *s)
+		os.Exit(1)
+	}
 	fmt.Println(string(b))
 	if *out != "" {
 		_ = os.WriteFile(*out, b, 0o644)
@@ -79,9 +85,25 @@ type Summary struct {
 	GeneratorCPUCores                         float64
 	MachineCPUs                               int
 	LoadAverage                               string
+	FailureReasons                            map[string]int
 }
 
-func run(ctx context.Context, nodes, pods int, period, duration time.Duration, warmup int, spread float64) (*Summary, error) {
+func fetch(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
+}
+
+func run(ctx context.Context, nodes, pods int, period, duration time.Duration, warmup int, spread float64, heap string, extra []string) (*Summary, error) {
 	dir, err := os.MkdirTemp("", "cgpilot-aggload-")
 	if err != nil {
 		return nil, err
@@ -117,6 +139,10 @@ func run(ctx context.Context, nodes, pods int, period, duration time.Duration, w
 	cmd := exec.Command(bin, "--standalone", "--insecure-static-tokens="+tokFile,
 		"--secure-addr=127.0.0.1:"+strconv.Itoa(secure), "--http-addr=127.0.0.1:"+strconv.Itoa(plain),
 		"--tls-cert-file="+certs.CertFile, "--tls-private-key-file="+certs.KeyFile, "--report-period="+period.String(), "--identity=aggload")
+	if heap != "" {
+		cmd.Args = append(cmd.Args, "--pprof")
+	}
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Env = append(os.Environ(), "GOMEMLIMIT=900MiB")
 	logf, _ := os.Create(filepath.Join(dir, "aggregator.log"))
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -161,6 +187,7 @@ func run(ctx context.Context, nodes, pods int, period, duration time.Duration, w
 	var mu sync.Mutex
 	var lat []time.Duration
 	var bytesSum, failures int
+	reasons := map[string]int{}
 	var rss []float64
 	sem := make(chan struct{}, 256) // reports in flight at once
 	var wg sync.WaitGroup
@@ -210,6 +237,11 @@ func run(ctx context.Context, nodes, pods int, period, duration time.Duration, w
 				defer mu.Unlock()
 				if err != nil {
 					failures++
+					msg := err.Error()
+					if i := strings.LastIndex(msg, ": "); i >= 0 && len(msg)-i < 80 {
+						msg = msg[i+2:]
+					}
+					reasons[msg]++
 					return
 				}
 				lat = append(lat, d)
@@ -240,11 +272,17 @@ func run(ctx context.Context, nodes, pods int, period, duration time.Duration, w
 	if hwm, err := hwmMiB(pid); err == nil {
 		s.RSSPeakMiB = max(s.RSSPeakMiB, hwm)
 	}
-	if !markAt.IsZero() {
+	if !markAt.IsZero() && cpuEnd >= cpuMark {
 		s.CPUCores = float64(cpuEnd-cpuMark) / clockTicks / endAt.Sub(markAt).Seconds()
 	}
 	s.GeneratorCPUCores = genCPU.Seconds() / endAt.Sub(first).Seconds()
 	s.ServerP50ms, s.ServerP99ms = serverQuantiles(httpURL + "/metrics")
+	s.FailureReasons = reasons
+	if heap != "" {
+		if err := fetch(httpURL+"/debug/pprof/heap?gc=1", heap); err != nil {
+			fmt.Fprintln(os.Stderr, "aggload: heap profile:", err)
+		}
+	}
 	return s, nil
 }
 
