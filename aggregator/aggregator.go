@@ -106,7 +106,7 @@ type Config struct {
 	Clock func() time.Time
 	// Pprof serves net/http/pprof under /debug/pprof/ on HTTPAddr.
 	Pprof bool
-	// IdleTimeout closes connections idle this long (default 15 s: an
+	// IdleTimeout closes connections idle this long (default 5 s: an
 	// agent's connection lives for its report and fetch, then goes. An idle
 	// TLS connection holds ~45 KiB of buffers; 5,000 agents keeping theirs
 	// between reports would hold over 200 MiB for a handshake a minute
@@ -205,7 +205,7 @@ func (c *Config) defaults() error {
 		c.HotWatermark = d.HotWatermark
 	}
 	if c.IdleTimeout == 0 {
-		c.IdleTimeout = 15 * time.Second
+		c.IdleTimeout = 5 * time.Second
 	}
 	if !(c.HotWatermark > 0 && c.HotWatermark <= 1) {
 		return fmt.Errorf("%w: hot watermark %v, want (0, 1]", ErrConfig, c.HotWatermark)

@@ -8,9 +8,9 @@
 //
 // A node's series is its reported usage per window; a workload's is the
 // sum over the nodes that reported it in a window, closed Grace after the
-// window ends. Each series costs a fixed 1.8 KiB (Ring: per day and hour
-// a float32 sum and a count, per day a maximum), so memory grows with the
-// number of nodes and workloads only.
+// window ends. Each series costs a fixed 0.8 KiB (Ring: per day and hour
+// a bfloat16 mean, per day a maximum), so memory grows with the number of
+// nodes and workloads only.
 //
 // It imports api/report only: no client-go (the aggregator writes the
 // profiles as node annotations), nothing of agent.

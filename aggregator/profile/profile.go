@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -13,36 +14,81 @@ import (
 const Days = 7
 
 // Ring holds one series' usage (cores and bytes) for the last Days days:
-// per day and hour of day (UTC) the sum and number of window samples,
-// and per day the maximum. 1.8 KiB each, float32: profiles steer
-// placement, they need three digits, not sixteen.
+// per day and hour of day (UTC) the hour's mean usage, and per day the
+// maximum. The hour being filled is summed in float64 and stored as its
+// mean when the next hour begins; stored means are bfloat16 (8 bits of
+// exponent, 8 of precision: within 0.4 %), maxima float32. Profiles
+// steer placement: they need two or three digits, not sixteen, and at
+// about 0.8 KiB a ring, 50,000 workloads cost 40 MiB. A window that
+// arrives after its hour was stored counts for the day's maximum only.
 type Ring struct {
-	day            [Days]int32 // day index (Unix days) each row holds; 0: empty
-	cpu, mem       [Days][24]float32
-	n              [Days][24]uint16
+	day            [Days]int32 // day index (Unix days) + 1 each row holds; 0: empty
+	cpu, mem       [Days][24]uint16
+	hours          [Days]uint32 // bit h: hour h has a mean
 	maxCPU, maxMem [Days]float32
+	// The hour being filled: Unix hour + 1 (0: none), sums and count.
+	curHour        int64
+	curCPU, curMem float64
+	curN           uint32
+}
+
+func bf16(v float64) uint16 {
+	b := math.Float32bits(float32(v))
+	b += 0x7fff + (b>>16)&1 // round to nearest even
+	return uint16(b >> 16)
+}
+
+func fromBF16(u uint16) float64 { return float64(math.Float32frombits(uint32(u) << 16)) }
+
+// row returns the row of Unix day index d (+1), clearing it for a new
+// day; -1 when d is older than the row holds (outside the horizon).
+func (r *Ring) row(d int32) int {
+	row := int(d) % Days
+	switch {
+	case r.day[row] == d:
+	case r.day[row] > d:
+		return -1
+	default:
+		r.day[row] = d
+		r.cpu[row], r.mem[row], r.hours[row] = [24]uint16{}, [24]uint16{}, 0
+		r.maxCPU[row], r.maxMem[row] = 0, 0
+	}
+	return row
+}
+
+// flush stores the hour being filled as its mean.
+func (r *Ring) flush() {
+	if r.curHour == 0 || r.curN == 0 {
+		return
+	}
+	hour := r.curHour - 1
+	if row := r.row(int32(hour/24) + 1); row >= 0 {
+		h := hour % 24
+		r.cpu[row][h] = bf16(r.curCPU / float64(r.curN))
+		r.mem[row][h] = bf16(r.curMem / float64(r.curN))
+		r.hours[row] |= 1 << h
+	}
+	r.curHour, r.curCPU, r.curMem, r.curN = 0, 0, 0, 0
 }
 
 // Add records one window's usage ending at t.
 func (r *Ring) Add(t time.Time, cpu, mem float64) {
-	d := int32(t.Unix()/86400) + 1 // +1: 0 marks an empty row
-	h := int(t.Unix()%86400) / 3600
-	row := int(d) % Days
-	if r.day[row] != d {
-		if r.day[row] > d { // older than the row's day: outside the horizon
-			return
-		}
-		r.day[row] = d
-		r.cpu[row], r.mem[row], r.n[row] = [24]float32{}, [24]float32{}, [24]uint16{}
-		r.maxCPU[row], r.maxMem[row] = 0, 0
+	hour := t.Unix() / 3600
+	if row := r.row(int32(hour/24) + 1); row >= 0 {
+		r.maxCPU[row] = max(r.maxCPU[row], float32(cpu))
+		r.maxMem[row] = max(r.maxMem[row], float32(mem))
 	}
-	r.cpu[row][h] += float32(cpu)
-	r.mem[row][h] += float32(mem)
-	if r.n[row][h] < 65535 {
-		r.n[row][h]++
+	switch {
+	case hour+1 == r.curHour:
+	case hour+1 > r.curHour:
+		r.flush()
+		r.curHour = hour + 1
+	default:
+		return // its hour is stored already: the maximum only
 	}
-	r.maxCPU[row] = max(r.maxCPU[row], float32(cpu))
-	r.maxMem[row] = max(r.maxMem[row], float32(mem))
+	r.curCPU += cpu
+	r.curMem += mem
+	r.curN++
 }
 
 // Summary is a usage profile: the maximum over the last 7 days, and the
@@ -64,26 +110,37 @@ type Resource struct {
 }
 
 // Summary computes the profile as of now (rows older than 7 days count
-// as empty).
+// as empty; the hour being filled counts with its mean so far).
 func (r *Ring) Summary(now time.Time) Summary {
 	today := int32(now.Unix()/86400) + 1
 	var s Summary
 	var cpuH, memH [24]float64
 	var days [24]int
+	inHorizon := func(d int32) bool { return d != 0 && d <= today && today-d < Days }
+	curDay, curH := int32(0), int64(-1)
+	if r.curHour != 0 && r.curN > 0 {
+		curDay, curH = int32((r.curHour-1)/24)+1, (r.curHour-1)%24
+	}
 	for row := range Days {
 		d := r.day[row]
-		if d == 0 || d > today || today-d >= Days {
+		if !inHorizon(d) {
 			continue
 		}
 		s.Days++
 		s.CPU.Max7d = max(s.CPU.Max7d, float64(r.maxCPU[row]))
 		s.Memory.Max7d = max(s.Memory.Max7d, float64(r.maxMem[row]))
 		for h := range 24 {
-			if n := r.n[row][h]; n > 0 {
-				cpuH[h] += float64(r.cpu[row][h]) / float64(n)
-				memH[h] += float64(r.mem[row][h]) / float64(n)
-				days[h]++
+			switch {
+			case d == curDay && int64(h) == curH:
+				cpuH[h] += r.curCPU / float64(r.curN)
+				memH[h] += r.curMem / float64(r.curN)
+			case r.hours[row]&(1<<h) != 0:
+				cpuH[h] += fromBF16(r.cpu[row][h])
+				memH[h] += fromBF16(r.mem[row][h])
+			default:
+				continue
 			}
+			days[h]++
 		}
 	}
 	for h := range 24 {

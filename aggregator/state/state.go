@@ -133,7 +133,9 @@ type Node struct {
 	Sequence   uint64
 	LastWindow time.Time
 	LastSeen   time.Time
-	Keys       []report.Key
+	// keys are the workload-containers of its last report: pointers to
+	// their entries' keys (8 bytes each, not a 64-byte copy).
+	keys []*report.Key
 	Usage      report.NodeUsage
 	Pools      *report.Pools
 }
@@ -243,6 +245,7 @@ func (s *Store) Apply(d *report.Decoded, now time.Time) error {
 	}
 	s.accepted.Add(1)
 	w := d.WindowEnd.UnixNano()
+	keyRefs := make([]*report.Key, len(d.Containers))
 	for i := range d.Containers {
 		c := &d.Containers[i]
 		cc := d.Counts[i]
@@ -258,6 +261,7 @@ func (s *Store) Apply(d *report.Decoded, now time.Time) error {
 		// stored ones when equal, and hand the stored key on (observers
 		// and the node's key list then share its strings).
 		c.Key = e.Key
+		keyRefs[i] = &e.Key
 		keep(&e.Policy, c.Policy)
 		keep(&e.Mode, c.Mode)
 		keep(&e.Preset, preset)
@@ -295,9 +299,9 @@ func (s *Store) Apply(d *report.Decoded, now time.Time) error {
 	}
 	s.nodeMu.Lock()
 	if n := s.nodes[d.Node]; n != nil && n.Sequence == d.Sequence {
-		n.Keys = n.Keys[:0]
-		for _, c := range d.Containers {
-			n.Keys = append(n.Keys, c.Key)
+		n.keys = n.keys[:0]
+		for i := range d.Containers {
+			n.keys = append(n.keys, keyRefs[i])
 		}
 	}
 	s.nodeMu.Unlock()
@@ -487,9 +491,9 @@ func (s *Store) Recommendation(k report.Key) *report.WorkloadRecommendation {
 func (s *Store) ForNode(node string) ([]report.WorkloadRecommendation, bool) {
 	s.nodeMu.Lock()
 	n := s.nodes[node]
-	var keys []report.Key
+	var keys []*report.Key
 	if n != nil {
-		keys = slices.Clone(n.Keys)
+		keys = slices.Clone(n.keys)
 	}
 	s.nodeMu.Unlock()
 	if n == nil {
@@ -497,7 +501,7 @@ func (s *Store) ForNode(node string) ([]report.WorkloadRecommendation, bool) {
 	}
 	out := make([]report.WorkloadRecommendation, 0, len(keys))
 	for _, k := range keys {
-		if r := s.Recommendation(k); r != nil {
+		if r := s.Recommendation(*k); r != nil {
 			out = append(out, *r)
 		}
 	}
@@ -511,7 +515,7 @@ func (s *Store) Nodes() []Node {
 	out := make([]Node, 0, len(s.nodes))
 	for _, n := range s.nodes {
 		c := *n
-		c.Keys = nil
+		c.keys = nil
 		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -527,7 +531,7 @@ func (s *Store) Node(name string) (Node, bool) {
 		return Node{}, false
 	}
 	c := *n
-	c.Keys = slices.Clone(n.Keys)
+	c.keys = nil
 	return c, true
 }
 

@@ -55,7 +55,7 @@ func parse(args []string, stderr io.Writer) (cfg aggregator.Config, debug, ok bo
 	fs.DurationVar(&cfg.AnnotateInterval, "annotate-interval", 0, "how often node usage-profile annotations are refreshed (default 5m)")
 	fs.BoolVar(&debug, "debug", false, "debug logging")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve net/http/pprof under /debug/pprof/ on --http-addr")
-	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "close connections idle this long (default 15s: agents reconnect for each report rather than hold idle TLS buffers)")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "close connections idle this long (default 5s: agents reconnect for each report rather than hold idle TLS buffers)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, false, false
 	}

@@ -47,6 +47,7 @@ func main() {
 	warmup := flag.Int("warmup", 1, "windows left out of the CPU figure (the first window creates every container's state)")
 	spread := flag.Float64("spread", 1, "fraction of the period over which a window's reports are spread (agents' jitter); 0 sends them all at once")
 	out := flag.String("out", "", "write the summary JSON here too")
+	cpuprof := flag.String("cpuprofile", "", "save a 60 s CPU profile of the aggregator, taken during the last windows, here (runs it with --pprof)")
 	heap := flag.String("heap", "", "save the aggregator's heap profile (after a GC) at the end here (runs it with --pprof)")
 	extra := flag.String("aggregator-args", "", "more flags for the aggregator, space-separated (e.g. --idle-timeout=10s)")
 	flag.Parse()
@@ -56,7 +57,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	s, err := run(ctx, *nodes, *pods, *period, *duration, *warmup, *spread, *heap, strings.Fields(*extra))
+	s, err := run(ctx, *nodes, *pods, *period, *duration, *warmup, *spread, *heap, *cpuprof, strings.Fields(*extra))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "aggload:", err)
 		os.Exit(1)
@@ -103,7 +104,7 @@ func fetch(url, path string) error {
 	return err
 }
 
-func run(ctx context.Context, nodes, pods int, period, duration time.Duration, warmup int, spread float64, heap string, extra []string) (*Summary, error) {
+func run(ctx context.Context, nodes, pods int, period, duration time.Duration, warmup int, spread float64, heap, cpuprof string, extra []string) (*Summary, error) {
 	dir, err := os.MkdirTemp("", "cgpilot-aggload-")
 	if err != nil {
 		return nil, err
@@ -139,11 +140,11 @@ func run(ctx context.Context, nodes, pods int, period, duration time.Duration, w
 	cmd := exec.Command(bin, "--standalone", "--insecure-static-tokens="+tokFile,
 		"--secure-addr=127.0.0.1:"+strconv.Itoa(secure), "--http-addr=127.0.0.1:"+strconv.Itoa(plain),
 		"--tls-cert-file="+certs.CertFile, "--tls-private-key-file="+certs.KeyFile, "--report-period="+period.String(), "--identity=aggload")
-	if heap != "" {
+	if heap != "" || cpuprof != "" {
 		cmd.Args = append(cmd.Args, "--pprof")
 	}
 	cmd.Args = append(cmd.Args, extra...)
-	cmd.Env = append(os.Environ(), "GOMEMLIMIT=900MiB")
+	cmd.Env = append(os.Environ(), "GOMEMLIMIT=750MiB")
 	logf, _ := os.Create(filepath.Join(dir, "aggregator.log"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -210,6 +211,13 @@ func run(ctx context.Context, nodes, pods int, period, duration time.Duration, w
 		if w == warmup {
 			cpuMark, _ = cpuOf(pid)
 			markAt = time.Now()
+		}
+		if cpuprof != "" && w == windows-2 {
+			go func() {
+				if err := fetch(httpURL+"/debug/pprof/profile?seconds=60", cpuprof); err != nil {
+					fmt.Fprintln(os.Stderr, "aggload: CPU profile:", err)
+				}
+			}()
 		}
 		for i := range nodes {
 			at := end.Add(time.Duration(spread * float64(period) * float64(i) / float64(nodes)))
