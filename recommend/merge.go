@@ -157,38 +157,64 @@ func (c *Counts) AppendBinary(buf []byte) []byte {
 // c is unchanged and the error wraps ErrCorruptHistogram (or
 // ErrOptionsMismatch for a foreign layout).
 func (c *Counts) UnmarshalBinary(data []byte) error {
+	// The sparse form is read as it is, with the checks of a Histogram's
+	// decoding, without a dense weight array (the aggregator decodes two
+	// per container and report).
 	d := decoder{buf: data}
-	h, err := d.histogram()
-	if err != nil {
-		return err
+	if v := d.byte(); d.err == nil && v != histogramEncodingV1 {
+		d.fail("encoding version %d, want %d", v, histogramEncodingV1)
+	}
+	var o HistogramOptions
+	o.FirstBucketSize, o.Ratio, o.Epsilon = d.float(), d.float(), d.float()
+	nb, hl := d.uvarint(), d.varint()
+	d.varint() // reference time: counts do not decay
+	nsec := d.uvarint()
+	lo, hi := d.uvarint(), d.uvarint()
+	total := d.float()
+	count := d.uvarint()
+	if d.err != nil {
+		return d.err
+	}
+	if nb > maxHistogramBuckets {
+		return fmt.Errorf("%w: %d buckets", ErrCorruptHistogram, nb)
+	}
+	o.NumBuckets, o.HalfLife = int(nb), time.Duration(hl)
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorruptHistogram, err)
+	}
+	if nsec >= 1e9 || lo >= nb || hi >= nb || count > nb {
+		return fmt.Errorf("%w: nanoseconds %d, bounds %d..%d or %d buckets out of range for %d buckets", ErrCorruptHistogram, nsec, lo, hi, count, nb)
+	}
+	if o.HalfLife != 0 {
+		return fmt.Errorf("%w: counts with half-life %v, want 0", ErrCorruptHistogram, o.HalfLife)
+	}
+	if c.opts != (HistogramOptions{}) && o != c.opts {
+		return fmt.Errorf("%w: counts in layout %+v, want %+v", ErrOptionsMismatch, o, c.opts)
+	}
+	out := Counts{opts: o, layout: knownLayout(o), bucket: make([]uint16, 0, count), n: make([]uint64, 0, count)}
+	var sum uint64
+	prev := -1
+	for range count {
+		gap, w := d.uvarint(), d.float()
+		if d.err != nil {
+			return d.err
+		}
+		if gap == 0 || gap > nb || prev+int(gap) >= int(nb) {
+			return fmt.Errorf("%w: bucket index gap %d after %d", ErrCorruptHistogram, gap, prev)
+		}
+		prev += int(gap)
+		if !(w > 0) || w != math.Trunc(w) || w > MaxCount {
+			return fmt.Errorf("%w: bucket %d count %v is not a whole number in 1..%d", ErrCorruptHistogram, prev, w, uint64(MaxCount))
+		}
+		out.bucket = append(out.bucket, uint16(prev))
+		out.n = append(out.n, uint64(w))
+		sum += uint64(w)
 	}
 	if len(d.buf) != 0 {
 		return fmt.Errorf("%w: %d trailing bytes", ErrCorruptHistogram, len(d.buf))
 	}
-	if h.opts.HalfLife != 0 {
-		return fmt.Errorf("%w: counts with half-life %v, want 0", ErrCorruptHistogram, h.opts.HalfLife)
-	}
-	if c.opts != (HistogramOptions{}) && h.opts != c.opts {
-		return fmt.Errorf("%w: counts in layout %+v, want %+v", ErrOptionsMismatch, h.opts, c.opts)
-	}
-	if h.opts.NumBuckets > math.MaxUint16+1 {
-		return fmt.Errorf("%w: %d buckets", ErrCorruptHistogram, h.opts.NumBuckets)
-	}
-	out := Counts{opts: h.opts, layout: knownLayout(h.opts)}
-	var sum uint64
-	for b, w := range h.weights {
-		if w == 0 {
-			continue
-		}
-		if w != math.Trunc(w) || w > MaxCount {
-			return fmt.Errorf("%w: bucket %d count %v is not a whole number ≤ %d", ErrCorruptHistogram, b, w, uint64(MaxCount))
-		}
-		out.bucket = append(out.bucket, uint16(b))
-		out.n = append(out.n, uint64(w))
-		sum += uint64(w)
-	}
-	if sum > MaxCount || float64(sum) != h.total {
-		return fmt.Errorf("%w: counts sum to %d, total says %v", ErrCorruptHistogram, sum, h.total)
+	if sum > MaxCount || !(total >= 0) || float64(sum) != total {
+		return fmt.Errorf("%w: counts sum to %d, total says %v", ErrCorruptHistogram, sum, total)
 	}
 	out.total = sum
 	*c = out

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cgpilot/cgpilot/recommend"
@@ -103,11 +104,20 @@ func Decode(body io.Reader, encoding string) (*Decoded, error) {
 		return nil, fmt.Errorf("%w: content encoding %q (gzip or none)", ErrMalformed, encoding)
 	}
 	plain := &limitedReader{r: src, left: MaxBodyBytes}
+	// The body is read into a pooled buffer and unmarshalled in one go: a
+	// json.Decoder would grow a buffer of its own for every report.
+	buf := bodies.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 1<<20 {
+			buf.Reset()
+			bodies.Put(buf)
+		}
+	}()
+	buf.Reset()
+	_, err := buf.ReadFrom(plain)
 	var d Decoded
-	dec := json.NewDecoder(plain)
-	err := dec.Decode(&d.Report)
-	if err == nil && dec.More() {
-		err = errors.New("more than one JSON value")
+	if err == nil && !wire.over && !plain.over {
+		err = json.Unmarshal(buf.Bytes(), &d.Report)
 	}
 	switch {
 	case wire.over:
@@ -124,6 +134,10 @@ func Decode(body io.Reader, encoding string) (*Decoded, error) {
 	d.Counts = counts
 	return &d, nil
 }
+
+// bodies pools the buffers reports are read into (most are under 256 KiB;
+// a larger one is dropped after use rather than kept).
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // limitedReader reads at most left bytes and remembers that there was more.
 type limitedReader struct {
