@@ -5,12 +5,13 @@
 // while it is fresh, and analyses the effect of right-sizing. Like agent,
 // it only wires the packages that do the work:
 //
-//	aggregator/auth      agents' tokens through TokenReview (node from the token)
+//	aggregator/auth      who reports: a token becomes a node (static tokens for load tests)
 //	aggregator/ingest    the agent API: POST reports, GET recommendations
 //	aggregator/state     the exact merge, replay guard, recommendations, checkpoints
 //	aggregator/analysis  coverage, released capacity, saturation, history, anomalies
 //	aggregator/profile   usage profiles (7-day max, peak hour) and hot nodes
-//	aggregator/kube      WorkloadRecommendation checkpoints, node annotations, policy cache
+//	aggregator/kube      the API server: TokenReview, WorkloadRecommendation checkpoints,
+//	                     node annotations, the policy cache
 //	aggregator/extender  the kube-scheduler extender's dynamic-weight usage score
 //	aggregator/webhook   the mutating admission webhook of Auto policies
 //	aggregator/web       the JSON API and the dashboard

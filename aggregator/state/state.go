@@ -135,9 +135,9 @@ type Node struct {
 	LastSeen   time.Time
 	// keys are the workload-containers of its last report: pointers to
 	// their entries' keys (8 bytes each, not a 64-byte copy).
-	keys []*report.Key
-	Usage      report.NodeUsage
-	Pools      *report.Pools
+	keys  []*report.Key
+	Usage report.NodeUsage
+	Pools *report.Pools
 }
 
 // New returns an empty store.

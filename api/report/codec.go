@@ -85,7 +85,12 @@ type ContainerCounts struct {
 // errors wrap ErrOversized or ErrMalformed. Unknown JSON fields are
 // ignored (additions within a version are allowed; changes bump
 // APIVersion).
-func Decode(body io.Reader, encoding string) (*Decoded, error) {
+func Decode(body io.Reader, encoding string) (*Decoded, error) { return DecodeRead(body, encoding, nil) }
+
+// DecodeRead is Decode that calls read (when not nil) once the body has
+// been read in full, before it is parsed: a server times its own work
+// apart from the client's sending.
+func DecodeRead(body io.Reader, encoding string, read func()) (*Decoded, error) {
 	wire := &limitedReader{r: body, left: MaxWireBytes}
 	var src io.Reader = wire
 	switch strings.ToLower(strings.TrimSpace(encoding)) {
@@ -115,6 +120,9 @@ func Decode(body io.Reader, encoding string) (*Decoded, error) {
 	}()
 	buf.Reset()
 	_, err := buf.ReadFrom(plain)
+	if read != nil {
+		read()
+	}
 	var d Decoded
 	if err == nil && !wire.over && !plain.over {
 		err = json.Unmarshal(buf.Bytes(), &d.Report)

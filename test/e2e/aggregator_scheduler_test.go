@@ -5,10 +5,10 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"

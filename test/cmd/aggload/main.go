@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -81,6 +82,7 @@ type Summary struct {
 	ReportBytesMean                           int
 	ClientP50ms, ClientP99ms, ClientMaxms     float64
 	ServerP50ms, ServerP99ms                  float64 // from the aggregator's histogram (bucket upper bounds)
+	ProcessP50ms, ProcessP99ms                float64 // the same once the body has arrived
 	RSSPeakMiB, RSSLastMiB                    float64
 	CPUCores                                  float64 // aggregator, steady state
 	GeneratorCPUCores                         float64
@@ -284,7 +286,8 @@ func run(ctx context.Context, nodes, pods int, period, duration time.Duration, w
 		s.CPUCores = float64(cpuEnd-cpuMark) / clockTicks / endAt.Sub(markAt).Seconds()
 	}
 	s.GeneratorCPUCores = genCPU.Seconds() / endAt.Sub(first).Seconds()
-	s.ServerP50ms, s.ServerP99ms = serverQuantiles(httpURL + "/metrics")
+	s.ServerP50ms, s.ServerP99ms = serverQuantiles(httpURL+"/metrics", "cgpilot_aggregator_ingest_seconds")
+	s.ProcessP50ms, s.ProcessP99ms = serverQuantiles(httpURL+"/metrics", "cgpilot_aggregator_ingest_process_seconds")
 	s.FailureReasons = reasons
 	if heap != "" {
 		if err := fetch(httpURL+"/debug/pprof/heap?gc=1", heap); err != nil {
@@ -375,7 +378,7 @@ func loadavg() string {
 
 // serverQuantiles reads the aggregator's ingest histogram and returns the
 // upper bounds of the buckets holding the median and the 99th percentile.
-func serverQuantiles(url string) (p50, p99 float64) {
+func serverQuantiles(url, metric string) (p50, p99 float64) {
 	resp, err := http.Get(url)
 	if err != nil {
 		return 0, 0
@@ -384,30 +387,37 @@ func serverQuantiles(url string) (p50, p99 float64) {
 	b, _ := io.ReadAll(resp.Body)
 	type bucket struct{ le, n float64 }
 	var bs []bucket
+	total := 0.0
 	for _, l := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(l, "cgpilot_aggregator_ingest_seconds_bucket{") {
+		if !strings.HasPrefix(l, metric+"_bucket{") {
 			continue
 		}
 		le := l[strings.Index(l, `le="`)+4:]
 		le = le[:strings.IndexByte(le, '"')]
 		v, _ := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
 		f, err := strconv.ParseFloat(le, 64)
-		if err != nil {
-			continue // +Inf
+		if err != nil || math.IsInf(f, 0) {
+			total = v // +Inf: every observation
+			continue
 		}
 		bs = append(bs, bucket{f, v})
 	}
 	if len(bs) == 0 {
 		return 0, 0
 	}
-	total := bs[len(bs)-1].n
 	q := func(p float64) float64 {
 		for _, x := range bs {
 			if x.n >= p*total {
 				return x.le * 1000
 			}
 		}
-		return -1 // above the last bucket
+		return math.MaxFloat64 // above the last bound: reported as such
 	}
-	return q(0.5), q(0.99)
+	clamp := func(v float64) float64 {
+		if v == math.MaxFloat64 {
+			return -1
+		}
+		return v
+	}
+	return clamp(q(0.5)), clamp(q(0.99))
 }
