@@ -85,7 +85,9 @@ type ContainerCounts struct {
 // errors wrap ErrOversized or ErrMalformed. Unknown JSON fields are
 // ignored (additions within a version are allowed; changes bump
 // APIVersion).
-func Decode(body io.Reader, encoding string) (*Decoded, error) { return DecodeRead(body, encoding, nil) }
+func Decode(body io.Reader, encoding string) (*Decoded, error) {
+	return DecodeRead(body, encoding, nil)
+}
 
 // DecodeRead is Decode that calls read (when not nil) once the body has
 // been read in full, before it is parsed: a server times its own work

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command aggload is the aggregator's scale test: it builds
 // cgpilot-aggregator, starts it as a child process in standalone mode on
 // 127.0.0.1 (static tokens; no API server), and has a synthetic fleet of
