@@ -9,6 +9,8 @@
 #   recommend           of each other, api, agent or cmd (tests included)
 #   api/local           the node-local protocol: no client-go, no k8s.io/*
 #                       but cpuset, no cgpilot package but internal/*
+#   api/report          the agent-to-aggregator wire contract: no k8s.io/*,
+#                       no cgpilot package but recommend and internal/*
 #   api/v1alpha1        the cluster API types: k8s.io/apimachinery only
 #   agent/pools         the CPU pools: no client-go, no k8s.io/* but cpuset;
 #                       cgroup, topology, api/local, internal/*
@@ -18,8 +20,15 @@
 #   agent/oomwatch      no k8s.io/*; cgroup and internal/* only
 #   agent               wires everything; only cmd/* and test/* import it,
 #                       and no sub-package of agent imports agent itself
-#   aggregator/...      reserved for the cluster aggregator: never imports
-#                       agent (agents and the aggregator meet in api/*)
+#   aggregator/...      the cluster aggregator: never imports agent (agents
+#                       and the aggregator meet in api/*). Its rooms:
+#     state, analysis,  the merge and the analysis: no k8s.io/*; api/report,
+#     profile, auth,    recommend, internal/* and each other as layered
+#     web               (web reads state, analysis, profile)
+#     ingest            the agent API: no client-go (auth's interface only)
+#     extender, webhook k8s.io/api types, no client-go
+#     kube              the one room that talks to the API server (client-go)
+#                       besides the wiring; it imports no HTTP room
 #   cmd/cgpilotctl      must not link client-go (it talks to the socket)
 #   cmd/cgpilot-agent   must not link client-go's clientset, discovery or
 #                       informer factories (agent/kube says why); only
@@ -73,6 +82,7 @@ done
 
 # ---- the wire contracts
 deps_rule api/local "api/local/..." "^k8s\.io/|^$mod/" "$cpuset|$internal"
+deps_rule api/report "api/report/..." "^k8s\.io/|^$mod/" "$internal|^$mod/recommend$|\.test$" -test
 deps_rule api/v1alpha1 "api/v1alpha1/..." "^k8s\.io/(client-go|api)(/|$)|^$mod/" "$internal"
 
 # ---- agent's rooms
@@ -82,6 +92,18 @@ for room in rightsize collector history; do
 done
 deps_rule agent/oomwatch "agent/oomwatch/..." "^k8s\.io/|^$mod/(agent|cmd|api|aggregator|topology|recommend)(/|$)" "$cpuset"
 deps_rule aggregator "aggregator/..." "^$mod/agent(/|$)"
+aggr="^$mod/aggregator/"
+report="^$mod/api/report$|^$mod/recommend$|$internal"
+deps_rule aggregator/auth "aggregator/auth" "^k8s\.io/|^$mod/"
+deps_rule aggregator/profile "aggregator/profile" "^k8s\.io/|^$mod/" "$report"
+deps_rule aggregator/analysis "aggregator/analysis" "^k8s\.io/|^$mod/" "$report"
+deps_rule aggregator/state "aggregator/state" "^k8s\.io/|^$mod/" "$report"
+deps_rule aggregator/web "aggregator/web" "^k8s\.io/|^$mod/" "$report|$aggr(state|analysis|profile)$"
+deps_rule aggregator/ingest "aggregator/ingest" "^k8s\.io/|^$mod/" "$report|$aggr(state|auth)$"
+for room in extender webhook; do
+  deps_rule "aggregator/$room" "aggregator/$room" "^k8s\.io/client-go(/|$)|^$mod/" "$report|^$mod/api/v1alpha1$|$aggr(profile)$"
+done
+deps_rule aggregator/kube "aggregator/kube" "$aggr(ingest|web|webhook|extender)$"
 deps_rule cmd/cgpilotctl "cmd/cgpilotctl" "^k8s\.io/client-go(/|$)"
 deps_rule cmd/cgpilot-agent "cmd/cgpilot-agent" "^k8s\.io/client-go/(kubernetes|discovery|informers|dynamic/dynamicinformer|metadata/metadatainformer)(/|$)|^$mod/agent/kube/kubetest$"
 

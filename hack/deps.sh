@@ -6,7 +6,8 @@
 #                  busybox-static, CNI plugins, iproute2, iptables; for test
 #                  also qemu-system-x86 and cpio (the v2 VM) and clang-19,
 #                  llvm-19, libbpf-dev (the eBPF objects' regeneration check),
-#                  gcc and libc6-dev (cgo, which the race detector needs)
+#                  gcc and libc6-dev (cgo, which the race detector needs),
+#                  chromium (the aggregator dashboard's browser test)
 #   k8s binaries   test/k8sbins/build.sh: built once from the Go module proxy
 #                  (10-20 min on 2 cores), cached by their pin
 #   v2 VM kernel   test/v2vm/kernel.sh (test only): a Debian kernel, cached
@@ -21,7 +22,7 @@ what=${1:-all}
 case $what in demo | test | all) ;; *) echo "usage: $0 [demo|test|all]" >&2; exit 2 ;; esac
 
 NODE_PKGS="containerd runc busybox-static containernetworking-plugins iproute2 iptables"
-TEST_PKGS="qemu-system-x86 cpio clang-19 llvm-19 libbpf-dev gcc libc6-dev"
+TEST_PKGS="qemu-system-x86 cpio clang-19 llvm-19 libbpf-dev gcc libc6-dev chromium"
 pkgs=$NODE_PKGS
 steps=2
 if [ "$what" != demo ]; then pkgs="$pkgs $TEST_PKGS"; steps=3; fi

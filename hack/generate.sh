@@ -12,6 +12,7 @@
 #       crds/*.yaml        <- deploy/crds/*.yaml
 #       admission.yaml     <- deploy/kustomize/admission.yaml
 #       clusterrole.yaml   <- deploy/kustomize/clusterrole.yaml
+#       grafana/cgpilot-aggregator.json <- deploy/grafana/cgpilot-aggregator.json
 # (The eBPF objects are make generate's other half, in the Makefile.)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,7 +28,7 @@ cg=$(hack/tool.sh controller-gen)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 out=$tmp/out
-mkdir -p "$out/api/v1alpha1" "$out/deploy/crds" "$out/deploy/helm/cgpilot/files/crds"
+mkdir -p "$out/api/v1alpha1" "$out/deploy/crds" "$out/deploy/helm/cgpilot/files/crds" "$out/deploy/helm/cgpilot/files/grafana"
 
 # Floats (fractions such as percentile 0.95) are "dangerous" to
 # controller-gen because not every language round-trips them; JSON numbers
@@ -48,10 +49,11 @@ mkdir -p "$out/api/v1alpha1" "$out/deploy/crds" "$out/deploy/helm/cgpilot/files/
   done
 } >"$out/deploy/crds/kustomization.yaml"
 cp deploy/kustomize/admission.yaml deploy/kustomize/clusterrole.yaml "$out/deploy/helm/cgpilot/files/"
+cp deploy/grafana/cgpilot-aggregator.json "$out/deploy/helm/cgpilot/files/grafana/"
 
 # Generated directories hold only generated files, so a file that is no
 # longer generated is stale too.
-gendirs="deploy/crds deploy/helm/cgpilot/files/crds"
+gendirs="deploy/crds deploy/helm/cgpilot/files/crds deploy/helm/cgpilot/files/grafana"
 genfiles="api/v1alpha1/zz_generated.deepcopy.go deploy/helm/cgpilot/files/admission.yaml deploy/helm/cgpilot/files/clusterrole.yaml"
 
 if [ "$check" = 1 ]; then

@@ -83,12 +83,17 @@ func (r *Recommender) EncodeCheckpoint(now time.Time) ([]byte, error) {
 	r.mu.Lock()
 	payload := r.encodePayload(make([]byte, 0, 64+len(r.containers)*800), now)
 	r.mu.Unlock()
+	return sealCheckpoint(payload), nil
+}
+
+// sealCheckpoint prepends the header (magic, version, checksum) to payload.
+func sealCheckpoint(payload []byte) []byte {
 	out := make([]byte, 0, checkpointHeader+len(payload))
 	out = append(out, checkpointMagic[:]...)
 	out = binary.LittleEndian.AppendUint32(out, CheckpointVersion)
 	sum := sha256.Sum256(payload)
 	out = append(out, sum[:]...)
-	return append(out, payload...), nil
+	return append(out, payload...)
 }
 
 func appendString(b []byte, s string) []byte {
@@ -121,6 +126,11 @@ func (r *Recommender) encodePayload(b []byte, now time.Time) []byte {
 	for id, c := range r.containers {
 		b = c.appendState(b, id)
 	}
+	return r.appendFleets(b)
+}
+
+// appendFleets appends (version 3) both fleet controllers. r.mu held.
+func (r *Recommender) appendFleets(b []byte) []byte {
 	for i := range r.fleet {
 		f := &r.fleet[i]
 		for _, v := range []float64{f.lambda, f.cv, f.cp, f.pred, f.viol, f.n} {
@@ -267,29 +277,16 @@ func (r *Recommender) LoadCheckpoint(path string) error {
 // DecodeCheckpoint replaces the state with the checkpoint in data, all or
 // nothing; name labels errors.
 func (r *Recommender) DecodeCheckpoint(name string, data []byte) error {
-	corrupt := func(format string, args ...any) error {
-		return &CorruptCheckpointError{Path: name, Reason: fmt.Sprintf(format, args...)}
-	}
-	if len(data) > MaxCheckpointBytes {
-		return corrupt("more than %d bytes", MaxCheckpointBytes)
-	}
-	if len(data) < checkpointHeader || !bytes.Equal(data[:8], checkpointMagic[:]) {
-		return corrupt("not a cgpilot recommend checkpoint (%d bytes, bad magic or short header)", len(data))
-	}
-	if v := binary.LittleEndian.Uint32(data[8:12]); v < 1 || v > CheckpointVersion {
-		return &VersionError{Path: name, Version: int(v), Supported: CheckpointVersion}
-	}
-	payload := data[checkpointHeader:]
-	sum := sha256.Sum256(payload)
-	if !bytes.Equal(sum[:], data[12:44]) {
-		return &CorruptCheckpointError{Path: name, Want: "sha256:" + hex.EncodeToString(data[12:44]), Got: "sha256:" + hex.EncodeToString(sum[:])}
+	payload, version, err := openCheckpoint(name, data)
+	if err != nil {
+		return err
 	}
 	// Versions 1, 2 and 3 share the layout up to the trackers that version
 	// 2 appends per container, the tick counts and fleets of version 3;
 	// migrateV1 and migrateV2 are the explicit conversions.
-	containers, fleet, err := r.decodePayload(binary.LittleEndian.Uint32(data[8:12]), payload)
+	containers, fleet, err := r.decodePayload(version, payload)
 	if err != nil {
-		return corrupt("%v", err)
+		return &CorruptCheckpointError{Path: name, Reason: err.Error()}
 	}
 	r.mu.Lock()
 	for _, c := range r.containers {
@@ -302,6 +299,30 @@ func (r *Recommender) DecodeCheckpoint(name string, data []byte) error {
 	}
 	r.mu.Unlock()
 	return nil
+}
+
+// openCheckpoint checks the header and checksum of data and returns the
+// payload and its format version.
+func openCheckpoint(name string, data []byte) ([]byte, uint32, error) {
+	corrupt := func(format string, args ...any) error {
+		return &CorruptCheckpointError{Path: name, Reason: fmt.Sprintf(format, args...)}
+	}
+	if len(data) > MaxCheckpointBytes {
+		return nil, 0, corrupt("more than %d bytes", MaxCheckpointBytes)
+	}
+	if len(data) < checkpointHeader || !bytes.Equal(data[:8], checkpointMagic[:]) {
+		return nil, 0, corrupt("not a cgpilot recommend checkpoint (%d bytes, bad magic or short header)", len(data))
+	}
+	v := binary.LittleEndian.Uint32(data[8:12])
+	if v < 1 || v > CheckpointVersion {
+		return nil, 0, &VersionError{Path: name, Version: int(v), Supported: CheckpointVersion}
+	}
+	payload := data[checkpointHeader:]
+	sum := sha256.Sum256(payload)
+	if !bytes.Equal(sum[:], data[12:44]) {
+		return nil, 0, &CorruptCheckpointError{Path: name, Want: "sha256:" + hex.EncodeToString(data[12:44]), Got: "sha256:" + hex.EncodeToString(sum[:])}
+	}
+	return payload, v, nil
 }
 
 func (d *decoder) string(limit int) string {

@@ -105,6 +105,19 @@
 // round with the round's time: containers then share decay factors, which
 // roughly halves the cost per sample.
 //
+// # Merging across nodes
+//
+// Counts (merge.go) is a sparse histogram of sample counts without decay,
+// encoded as a Histogram with HalfLife 0: the delta a node reports for one
+// workload-container and one window. Counts add exactly (integers), so
+// the cluster aggregator sums every node's Counts of a window and calls
+// Recommender.AddCounts once per window; the state is then bit for bit
+// the one a single recorder of all the samples reaches
+// (TestMergedEqualsOneHistogram). EncodeContainer and DecodeContainer
+// carry one container's state in the checkpoint format (the aggregator
+// keeps one per workload in the API server). The vpa engine does not
+// merge (Policy.Mergeable says why).
+//
 // # Errors
 //
 // Every error wraps one of the sentinels in errors.go (ErrTrace,

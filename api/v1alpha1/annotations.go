@@ -28,3 +28,14 @@ const (
 	ResizeDryRun  = "dry-run"
 	ResizeInPlace = "in-place"
 )
+
+// Annotations the cluster aggregator writes.
+const (
+	// AnnotationUsageProfile is written on Nodes: the JSON of a
+	// UsageProfile of the node's real usage, for usage-aware schedulers.
+	AnnotationUsageProfile = "cgpilot.io/usage-profile"
+	// AnnotationAdmission is written on pods by the aggregator's webhook:
+	// "applied" when it set recommended requests, otherwise why it did
+	// not (e.g. "no-recommendation", "qos-class").
+	AnnotationAdmission = "cgpilot.io/admission"
+)

@@ -1,7 +1,10 @@
 // Package v1alpha1 is cgpilot's cluster-facing API, group cgpilot.io,
 // version v1alpha1: the RightsizePolicy custom resource (which pods the
-// agent right-sizes, how, and when not to) and the pod annotations that
-// override a policy for one pod or carry the agent's recommendation.
+// agent right-sizes, how, and when not to), the WorkloadRecommendation
+// custom resource (the cluster aggregator's merged recommendation per
+// workload, and its checkpoint), the usage profile the aggregator writes
+// on Nodes, and the pod annotations that override a policy for one pod or
+// carry the agent's recommendation.
 //
 // The Go types are the source of truth: `make generate` runs controller-gen
 // (pinned in hack/tool.sh) to write zz_generated.deepcopy.go and the CRD in

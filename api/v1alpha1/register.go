@@ -26,7 +26,7 @@ func Resource(resource string) schema.GroupResource {
 }
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(SchemeGroupVersion, &RightsizePolicy{}, &RightsizePolicyList{})
+	s.AddKnownTypes(SchemeGroupVersion, &RightsizePolicy{}, &RightsizePolicyList{}, &WorkloadRecommendation{}, &WorkloadRecommendationList{})
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil
 }

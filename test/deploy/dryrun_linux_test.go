@@ -16,8 +16,9 @@ import (
 )
 
 // podMonitorCRD stands in for the prometheus-operator's CRD, which the
-// metrics layouts need: it accepts any PodMonitor, so the dry run checks
-// only that the object reaches the API server well-formed.
+// metrics layouts need, and for cert-manager's Issuer and Certificate,
+// which the aggregator layout needs: they accept any object, so the dry
+// run checks only that the objects reach the API server well-formed.
 const podMonitorCRD = `
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -25,6 +26,34 @@ metadata: {name: podmonitors.monitoring.coreos.com}
 spec:
   group: monitoring.coreos.com
   names: {kind: PodMonitor, listKind: PodMonitorList, plural: podmonitors, singular: podmonitor}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: issuers.cert-manager.io}
+spec:
+  group: cert-manager.io
+  names: {kind: Issuer, listKind: IssuerList, plural: issuers, singular: issuer}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: certificates.cert-manager.io}
+spec:
+  group: cert-manager.io
+  names: {kind: Certificate, listKind: CertificateList, plural: certificates, singular: certificate}
   scope: Namespaced
   versions:
     - name: v1

@@ -31,6 +31,7 @@ const (
 	ComponentCgroupV2        = "cgroup-v2"
 	ComponentCgroupV2Systemd = "cgroup-v2-systemd"
 	ComponentCgroupV1Systemd = "cgroup-v1-systemd"
+	ComponentAggregator      = "aggregator"
 )
 
 // Namespace is where the kustomize base puts the agent.

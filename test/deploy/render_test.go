@@ -71,6 +71,7 @@ func TestKustomizeBaseObjects(t *testing.T) {
 	want := []string{
 		"Namespace/cgpilot-system",
 		"CustomResourceDefinition.apiextensions.k8s.io/rightsizepolicies.cgpilot.io",
+		"CustomResourceDefinition.apiextensions.k8s.io/workloadrecommendations.cgpilot.io",
 		"ServiceAccount/cgpilot-system/cgpilot-agent",
 		"ClusterRole.rbac.authorization.k8s.io/cgpilot-agent",
 		"ClusterRoleBinding.rbac.authorization.k8s.io/cgpilot-agent",
@@ -340,6 +341,7 @@ var layouts = []struct {
 		"cgroup": map[string]any{"writablePaths": []string{"kubepods"}}}},
 	{"cgroup-v2-systemd", []string{ComponentCgroupV2Systemd}, map[string]any{"createNamespace": true,
 		"cgroup": map[string]any{"writablePaths": []string{"kubepods.slice"}, "parent": "/kubepods.slice"}}},
+	{"aggregator", []string{ComponentAggregator}, map[string]any{"createNamespace": true, "aggregator": map[string]any{"enabled": true}}},
 	{"cgroup-v1-systemd+metrics", []string{ComponentCgroupV1Systemd, ComponentMetrics}, map[string]any{"createNamespace": true,
 		"metrics": map[string]any{"enabled": true, "podMonitor": map[string]any{"enabled": true}},
 		"cgroup":  map[string]any{"writablePaths": []string{"cpu/kubepods.slice", "cpuset/kubepods.slice", "memory/kubepods.slice"}, "parent": "/kubepods.slice"}}},

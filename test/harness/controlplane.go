@@ -47,6 +47,11 @@ type Options struct {
 	// ReadyTimeout bounds each wait for readiness (default 90 s: the
 	// machine is shared and often busy).
 	ReadyTimeout time.Duration
+	// SchedulerConfig, with Controllers, is YAML appended to the
+	// kube-scheduler's KubeSchedulerConfiguration (apiVersion
+	// kubescheduler.config.k8s.io/v1), e.g. an extenders: list; the harness
+	// fills in clientConnection. Empty runs the scheduler with flags only.
+	SchedulerConfig string
 	// Detach lets the processes outlive this one (the testbed command).
 	Detach bool
 	// ExtraFlags are appended to a component's command line, keyed by its
@@ -229,7 +234,19 @@ func StartControlPlane(ctx context.Context, o Options) (cp *ControlPlane, err er
 		)...); err != nil {
 			return nil, err
 		}
-		if err := cp.start("kube-scheduler", common("kube-scheduler")...); err != nil {
+		schedArgs := common("kube-scheduler")
+		if o.SchedulerConfig != "" {
+			// With --config the scheduler ignores --kubeconfig: the file
+			// names it.
+			path := filepath.Join(dir, "kube-scheduler.yaml")
+			cfg := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nclientConnection:\n  kubeconfig: " +
+				strconv.Quote(st.Kubeconfig) + "\n" + o.SchedulerConfig + "\n"
+			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+				return nil, fmt.Errorf("%w: scheduler config: %v", ErrStart, err)
+			}
+			schedArgs = append(schedArgs, "--config="+path)
+		}
+		if err := cp.start("kube-scheduler", schedArgs...); err != nil {
 			return nil, err
 		}
 		for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {

@@ -23,3 +23,11 @@ app.kubernetes.io/part-of: cgpilot
 {{- define "cgpilot.cgroupVolume" -}}
 {{- printf "cgroup-%s" (regexReplaceAll "[^a-z0-9]+" (lower .) "-" | trimAll "-") | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
+
+{{/* Labels of the aggregator's objects. */}}
+{{- define "cgpilot.aggregatorLabels" -}}
+app.kubernetes.io/name: cgpilot-aggregator
+app.kubernetes.io/part-of: cgpilot
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}

@@ -1,0 +1,646 @@
+package aggregator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	stdlog "log"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/cgpilot/cgpilot/aggregator/analysis"
+	"github.com/cgpilot/cgpilot/aggregator/auth"
+	"github.com/cgpilot/cgpilot/aggregator/extender"
+	"github.com/cgpilot/cgpilot/aggregator/ingest"
+	"github.com/cgpilot/cgpilot/aggregator/kube"
+	"github.com/cgpilot/cgpilot/aggregator/profile"
+	"github.com/cgpilot/cgpilot/aggregator/state"
+	"github.com/cgpilot/cgpilot/aggregator/web"
+	"github.com/cgpilot/cgpilot/aggregator/webhook"
+	"github.com/cgpilot/cgpilot/api/report"
+	"github.com/cgpilot/cgpilot/api/v1alpha1"
+)
+
+// ErrConfig wraps every configuration error.
+var ErrConfig = errors.New("aggregator: invalid configuration")
+
+// ErrLostLease is returned by Run when this replica lost the leader Lease:
+// its state may be stale, so the process ends and restarts as a follower.
+var ErrLostLease = errors.New("aggregator: lost the leader lease")
+
+// Config configures the aggregator (cmd/cgpilot-aggregator's flags).
+type Config struct {
+	// Kubeconfig: empty means in-cluster. RESTConfig, when set, is used
+	// as is (tests).
+	Kubeconfig string
+	RESTConfig *rest.Config
+	// Namespace holds the Lease (default $POD_NAMESPACE, else
+	// cgpilot-system); LeaseName names it (default cgpilot-aggregator).
+	Namespace, LeaseName string
+	// Identity is this replica's name in the Lease (default $POD_NAME,
+	// else the host name plus a random suffix); PodIP ($POD_IP), when set,
+	// is published with it so that followers forward requests to the
+	// leader.
+	Identity, PodIP string
+	// SecureAddr serves HTTPS (agent API, webhook, scheduler extender)
+	// with CertFile and KeyFile, re-read when they change; HTTPAddr serves
+	// HTTP (dashboard, JSON API, /metrics, /healthz, /readyz).
+	SecureAddr, HTTPAddr string
+	CertFile, KeyFile    string
+	// Period is the report grid; Grace, Step as in state.Config.
+	Period, Grace, Step time.Duration
+	// HotWatermark is the hot-node threshold (share of allocatable).
+	HotWatermark float64
+	// Audience of the agents' tokens and the accepted agent users
+	// (default system:serviceaccount:<Namespace>:cgpilot-agent).
+	Audience   string
+	AgentUsers []string
+	// StaticTokens (a "token,node" file) replaces TokenReview: only for
+	// the load generator and tests. Standalone runs without any API
+	// server (no Lease, checkpoints, policies or annotations) and needs
+	// StaticTokens.
+	StaticTokens string
+	Standalone   bool
+	// Lease timing (defaults 15 s, 10 s, 2 s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// CheckpointBudget (writes/s), CheckpointInterval, CheckpointMinAge,
+	// AnnotateInterval: see package kube (0: its defaults).
+	CheckpointBudget                     float64
+	CheckpointInterval, CheckpointMinAge time.Duration
+	AnnotateInterval                     time.Duration
+	// FoldInterval is how often windows are merged (default 5 s);
+	// EventInterval how often unadmitted pods are turned into Events
+	// (default 30 s).
+	FoldInterval, EventInterval time.Duration
+	// Ready, when set, is called once the servers listen (tests read the
+	// bound addresses from it).
+	Ready func(a *Aggregator)
+	// Clock replaces time.Now for everything the aggregator times by the
+	// report grid (tests that simulate hours in seconds); nil: time.Now.
+	Clock func() time.Time
+	// Pprof serves net/http/pprof under /debug/pprof/ on HTTPAddr.
+	Pprof bool
+	// IdleTimeout closes connections idle this long (default 5 s: an
+	// agent's connection lives for its report and fetch, then goes. An idle
+	// TLS connection holds ~45 KiB of buffers; 5,000 agents keeping theirs
+	// between reports would hold over 200 MiB for a handshake a minute
+	// each, about 0.5 ms of CPU).
+	IdleTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults of the command's flags.
+func DefaultConfig() Config {
+	return Config{LeaseName: "cgpilot-aggregator", SecureAddr: ":8443", HTTPAddr: ":8080", Period: report.DefaultPeriod,
+		HotWatermark: 0.8, Audience: auth.Audience, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second,
+		RetryPeriod: 2 * time.Second, FoldInterval: 5 * time.Second}
+}
+
+// Aggregator is a running replica.
+type Aggregator struct {
+	cfg      Config
+	log      logr.Logger
+	reg      *prometheus.Registry
+	Store    *state.Store
+	Analysis *analysis.Analysis
+	Profiles *profile.Profiles
+
+	leader   atomic.Bool
+	ready    atomic.Bool
+	elector  *leaderelection.LeaderElector
+	secure   net.Listener
+	plain    net.Listener
+	cs       kubernetes.Interface
+	dc       dynamic.Interface
+	policies *kube.Policies
+	certs    *certReloader
+	proxy    *leaderProxy
+	cp       *kube.Checkpointer
+	annot    *kube.NodeAnnotator
+}
+
+// SecureAddr and HTTPAddr are the bound listen addresses.
+func (a *Aggregator) SecureAddr() string { return a.secure.Addr().String() }
+
+// HTTPAddr is the bound HTTP address.
+func (a *Aggregator) HTTPAddr() string { return a.plain.Addr().String() }
+
+func (a *Aggregator) now() time.Time {
+	if a.cfg.Clock != nil {
+		return a.cfg.Clock()
+	}
+	return time.Now()
+}
+
+// IsLeader reports whether this replica holds the Lease (and has loaded
+// the checkpoints).
+func (a *Aggregator) IsLeader() bool { return a.leader.Load() }
+
+// Registry is the replica's metrics registry.
+func (a *Aggregator) Registry() *prometheus.Registry { return a.reg }
+
+func (c *Config) defaults() error {
+	d := DefaultConfig()
+	if c.Namespace == "" {
+		c.Namespace = os.Getenv("POD_NAMESPACE")
+	}
+	if c.Namespace == "" {
+		c.Namespace = "cgpilot-system"
+	}
+	if c.LeaseName == "" {
+		c.LeaseName = d.LeaseName
+	}
+	if c.Identity == "" {
+		c.Identity = os.Getenv("POD_NAME")
+	}
+	if c.Identity == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.Identity = host + "-" + hex.EncodeToString(b[:])
+	}
+	if c.PodIP == "" {
+		c.PodIP = os.Getenv("POD_IP")
+	}
+	if strings.Contains(c.Identity, "@") {
+		return fmt.Errorf("%w: identity %q contains @", ErrConfig, c.Identity)
+	}
+	for _, x := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&c.Period, d.Period}, {&c.LeaseDuration, d.LeaseDuration}, {&c.RenewDeadline, d.RenewDeadline}, {&c.RetryPeriod, d.RetryPeriod}, {&c.FoldInterval, d.FoldInterval}} {
+		if *x.v == 0 {
+			*x.v = x.def
+		}
+	}
+	if c.Period < time.Second || c.Period%time.Second != 0 || (24*time.Hour)%c.Period != 0 || c.Period > report.MaxPeriodSeconds*time.Second {
+		return fmt.Errorf("%w: report period %v: whole seconds dividing a day, at most %ds", ErrConfig, c.Period, report.MaxPeriodSeconds)
+	}
+	if c.HotWatermark == 0 {
+		c.HotWatermark = d.HotWatermark
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 5 * time.Second
+	}
+	if !(c.HotWatermark > 0 && c.HotWatermark <= 1) {
+		return fmt.Errorf("%w: hot watermark %v, want (0, 1]", ErrConfig, c.HotWatermark)
+	}
+	if c.Audience == "" {
+		c.Audience = d.Audience
+	}
+	if len(c.AgentUsers) == 0 {
+		c.AgentUsers = []string{"system:serviceaccount:" + c.Namespace + ":cgpilot-agent"}
+	}
+	if c.Standalone && c.StaticTokens == "" {
+		return fmt.Errorf("%w: standalone needs static tokens (there is no API server to review tokens)", ErrConfig)
+	}
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return fmt.Errorf("%w: give both the certificate and the key, or neither", ErrConfig)
+	}
+	if c.CertFile == "" && c.SecureAddr != "" {
+		return fmt.Errorf("%w: the HTTPS address %s needs --tls-cert-file and --tls-private-key-file", ErrConfig, c.SecureAddr)
+	}
+	return nil
+}
+
+// Run runs a replica until ctx ends (nil) or it loses the leader Lease
+// (ErrLostLease).
+func Run(ctx context.Context, cfg Config, log logr.Logger) error {
+	a, err := New(cfg, log)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// New checks cfg and builds a replica (nothing runs yet).
+func New(cfg Config, log logr.Logger) (*Aggregator, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	a := &Aggregator{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if !cfg.Standalone {
+		rc := cfg.RESTConfig
+		if rc == nil {
+			var err error
+			if cfg.Kubeconfig != "" {
+				rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+			} else {
+				rc, err = rest.InClusterConfig()
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%w: kubeconfig: %v", ErrConfig, err)
+			}
+			rc.QPS, rc.Burst = 50, 100
+		}
+		var err error
+		if a.cs, err = kubernetes.NewForConfig(rc); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		if a.dc, err = dynamic.NewForConfig(rc); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		a.policies = kube.NewPolicies(a.dc, a.cs, 10*time.Minute)
+	}
+	sc := state.Config{Period: cfg.Period, Grace: cfg.Grace, Step: cfg.Step}
+	if a.policies != nil {
+		sc.Policies = a.policies.Info
+	}
+	a.Store = state.New(sc)
+	sc = a.Store.Config()
+	a.Analysis = analysis.New(analysis.Config{Period: cfg.Period})
+	a.Profiles = profile.New(profile.Config{Period: cfg.Period, Grace: sc.Grace, HotWatermark: cfg.HotWatermark})
+	if a.dc != nil {
+		a.cp = kube.NewCheckpointer(a.dc, a.Store, a.Profiles, log.WithName("checkpoint"), a.reg)
+		a.cp.Now = a.now
+		a.cp.Budget, a.cp.Interval, a.cp.MinAge = cfg.CheckpointBudget, cfg.CheckpointInterval, cfg.CheckpointMinAge
+		a.annot = kube.NewNodeAnnotator(a.cs, a.Profiles, log.WithName("annotate"), a.reg)
+		a.annot.Interval, a.annot.Now = cfg.AnnotateInterval, a.now
+	}
+	return a, nil
+}
+
+// Run starts the servers and the Lease and blocks.
+func (a *Aggregator) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cfg := a.cfg
+	authn, err := a.authenticator()
+	if err != nil {
+		return err
+	}
+	var recorder events.EventRecorder
+	if a.cs != nil {
+		scheme := runtime.NewScheme()
+		_ = clientgoscheme.AddToScheme(scheme)
+		_ = v1alpha1.AddToScheme(scheme)
+		b := events.NewBroadcaster(&events.EventSinkImpl{Interface: a.cs.EventsV1()})
+		if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
+			return fmt.Errorf("aggregator: events: %w", err)
+		}
+		defer b.Shutdown()
+		recorder = b.NewRecorder(scheme, "cgpilot-aggregator")
+	}
+
+	ing := ingest.New(authn, a.Store, a.reg, a.Analysis, a.Profiles)
+	ing.Now = a.now
+	wh := webhook.New(a.Store, a.matcher(), recorder, a.reg)
+	wh.Parent, wh.Now = a.parents(ctx), a.now
+	ext := extender.New(a.Profiles, a.reg)
+	ext.Now = a.now
+	site := &web.Server{Store: a.Store, Analysis: a.Analysis, Profiles: a.Profiles, Leader: a.IsLeader, Identity: cfg.Identity, Now: a.now}
+	a.reg.MustRegister(newCollector(a))
+
+	a.proxy = newLeaderProxy(a)
+	secureMux, plainMux := http.NewServeMux(), http.NewServeMux()
+	ing.Register(secureMux)
+	wh.Register(secureMux)
+	ext.Register(secureMux)
+	site.Register(plainMux)
+	plainMux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}))
+	if cfg.Pprof {
+		plainMux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		plainMux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	}
+	plainMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	plainMux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !a.ready.Load() {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	if cfg.SecureAddr != "" {
+		if a.certs, err = newCertReloader(cfg.CertFile, cfg.KeyFile); err != nil {
+			return err
+		}
+		if a.secure, err = net.Listen("tcp", cfg.SecureAddr); err != nil {
+			return fmt.Errorf("aggregator: listen %s: %w", cfg.SecureAddr, err)
+		}
+		srv := &http.Server{Handler: a.proxy.wrap(secureMux, true), TLSConfig: a.certs.tlsConfig(), ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: cfg.IdleTimeout, ErrorLog: a.serverLog()}
+		wg.Add(1)
+		go func() { defer wg.Done(); serve(ctx, srv, a.secure, true, errc) }()
+	}
+	if a.plain, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return fmt.Errorf("aggregator: listen %s: %w", cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{Handler: a.proxy.wrap(plainMux, false), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 3 * time.Minute, ErrorLog: a.serverLog()}
+	wg.Add(1)
+	go func() { defer wg.Done(); serve(ctx, srv, a.plain, false, errc) }()
+	defer wg.Wait()
+
+	if a.policies != nil {
+		if err := a.policies.Start(ctx); err != nil {
+			return err
+		}
+	}
+	a.ready.Store(true)
+	a.log.Info("serving", "identity", cfg.Identity, "https", addrOf(a.secure), "http", a.plain.Addr().String(), "standalone", cfg.Standalone)
+	if cfg.Ready != nil {
+		cfg.Ready(a)
+	}
+	if cfg.Standalone {
+		a.leader.Store(true)
+		a.lead(ctx, recorder)
+		return nil
+	}
+	return a.elect(ctx, cancel, recorder, errc)
+}
+
+// serverLog routes net/http's own messages (TLS handshake errors of
+// clients, mostly) to the debug log: a scanner or a misconfigured agent
+// must not flood the log.
+func (a *Aggregator) serverLog() *stdlog.Logger {
+	return stdlog.New(logWriter{a.log.V(1).WithName("http")}, "", 0)
+}
+
+type logWriter struct{ l logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.l.Info(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func addrOf(l net.Listener) string {
+	if l == nil {
+		return ""
+	}
+	return l.Addr().String()
+}
+
+func serve(ctx context.Context, srv *http.Server, l net.Listener, tls bool, errc chan<- error) {
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	var err error
+	if tls {
+		err = srv.ServeTLS(l, "", "")
+	} else {
+		err = srv.Serve(l)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		errc <- err
+	}
+}
+
+func (a *Aggregator) authenticator() (auth.Authenticator, error) {
+	if a.cfg.StaticTokens != "" {
+		a.log.Info("WARNING: static tokens replace TokenReview (load tests only)", "file", a.cfg.StaticTokens)
+		return auth.LoadStatic(a.cfg.StaticTokens)
+	}
+	return &kube.TokenReviewer{Reviews: a.cs.AuthenticationV1().TokenReviews(), Audiences: []string{a.cfg.Audience}, Users: a.cfg.AgentUsers}, nil
+}
+
+// noPolicies is the webhook's matcher without an API server.
+type noPolicies struct{}
+
+func (noPolicies) Match(string, map[string]string) []*v1alpha1.RightsizePolicy { return nil }
+
+func (a *Aggregator) matcher() webhook.Matcher {
+	if a.policies == nil {
+		return noPolicies{}
+	}
+	return a.policies
+}
+
+// parents looks up a Job's controller (a CronJob) for the webhook's
+// workload rule; ReplicaSets go by their pod-template-hash.
+func (a *Aggregator) parents(ctx context.Context) func(string) report.ParentFunc {
+	if a.cs == nil {
+		return nil
+	}
+	return func(ns string) report.ParentFunc {
+		return func(kind, name string) (*report.Owner, bool) {
+			if kind != report.KindJob {
+				return nil, false
+			}
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			job, err := a.cs.BatchV1().Jobs(ns).Get(cctx, name, metav1.GetOptions{})
+			if err != nil {
+				return nil, false
+			}
+			return controllerOf(job), true
+		}
+	}
+}
+
+func controllerOf(j *batchv1.Job) *report.Owner {
+	for _, o := range j.OwnerReferences {
+		if o.Controller != nil && *o.Controller {
+			return &report.Owner{Kind: o.Kind, Name: o.Name}
+		}
+	}
+	return nil
+}
+
+// elect runs the Lease; while leading, lead runs.
+func (a *Aggregator) elect(ctx context.Context, cancel context.CancelFunc, recorder events.EventRecorder, errc <-chan error) error {
+	cfg := a.cfg
+	identity := cfg.Identity
+	if cfg.PodIP != "" {
+		identity += "@" + cfg.PodIP
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.LeaseName},
+		Client:     a.cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+	}
+	lost := make(chan struct{})
+	// The elector runs OnStartedLeading in a goroutine and does not wait
+	// for it: leading is waited for here, so that its last checkpoint pass
+	// ends before Run returns (and the process exits).
+	var leadMu sync.Mutex
+	var leads []chan struct{}
+	var err error
+	a.elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lock, Name: cfg.LeaseName, ReleaseOnCancel: true,
+		LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				done := make(chan struct{})
+				leadMu.Lock()
+				leads = append(leads, done)
+				leadMu.Unlock()
+				defer close(done)
+				a.log.Info("leading", "lease", cfg.Namespace+"/"+cfg.LeaseName, "identity", identity)
+				a.lead(lctx, recorder)
+			},
+			OnStoppedLeading: func() {
+				wasLeader := a.leader.Swap(false)
+				a.log.Info("not leading", "was leader", wasLeader)
+				if wasLeader && ctx.Err() == nil {
+					close(lost)
+					cancel()
+				}
+			},
+			OnNewLeader: func(id string) { a.log.Info("leader is", "identity", id) },
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("%w: leader election: %v", ErrConfig, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		a.elector.Run(ctx)
+		leadMu.Lock()
+		running := leads
+		leadMu.Unlock()
+		for _, l := range running {
+			<-l
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case err := <-errc:
+		cancel()
+		<-done
+		return fmt.Errorf("aggregator: serving: %w", err)
+	}
+	select {
+	case <-lost:
+		return ErrLostLease
+	default:
+		return nil
+	}
+}
+
+// leaderIdentity is the current Lease holder ("" when unknown).
+func (a *Aggregator) leaderIdentity() string {
+	if a.elector == nil {
+		return ""
+	}
+	return a.elector.GetLeader()
+}
+
+// lead loads the checkpoints, then serves as the leader until ctx ends.
+func (a *Aggregator) lead(ctx context.Context, recorder events.EventRecorder) {
+	cfg := a.cfg
+	cp := a.cp
+	if cp != nil {
+		for attempt := 0; ; attempt++ {
+			n, err := cp.Load(ctx)
+			if err == nil {
+				a.log.Info("restored the checkpoints", "workloads", n)
+				break
+			}
+			a.log.Error(err, "loading the checkpoints; retrying", "attempt", attempt)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(min(time.Duration(attempt+1)*time.Second, 10*time.Second)):
+			}
+		}
+	}
+	a.leader.Store(true)
+	var wg sync.WaitGroup
+	run := func(f func()) { wg.Add(1); go func() { defer wg.Done(); f() }() }
+	run(func() {
+		ingest.FoldLoop(ctx, a.Store, cfg.FoldInterval, a.now, a.Profiles.Close, a.Analysis.Tick)
+	})
+	if cp != nil {
+		run(func() { cp.Run(ctx) })
+		// A last pass on the way out keeps what the next leader loads fresh.
+		defer func() {
+			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			cp.MinAge = time.Nanosecond
+			cp.Pass(fctx)
+		}()
+	}
+	if a.annot != nil {
+		run(func() { a.annot.Run(ctx) })
+		run(func() { a.unadmittedEvents(ctx, recorder) })
+	}
+	<-ctx.Done()
+	wg.Wait()
+}
+
+// unadmittedEvents reports, on each policy, pods that reports say were
+// admitted while the webhook was unreachable (once per workload and hour).
+func (a *Aggregator) unadmittedEvents(ctx context.Context, recorder events.EventRecorder) {
+	if recorder == nil {
+		return
+	}
+	seen := map[report.Key]time.Time{}
+	every := a.cfg.EventInterval
+	if every == 0 {
+		every = 30 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := a.now()
+		for _, u := range a.Analysis.Anomalies(now, 0).Unadmitted {
+			if last, ok := seen[u.Key]; ok && now.Sub(last) < time.Hour {
+				continue
+			}
+			seen[u.Key] = now
+			if u.Policy == "" {
+				continue
+			}
+			pol := &v1alpha1.RightsizePolicy{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "RightsizePolicy"},
+				ObjectMeta: metav1.ObjectMeta{Name: u.Policy}}
+			recorder.Eventf(pol, nil, "Warning", "AdmittedWithoutWebhook", "Admit",
+				"%d pods of %s were created while the webhook was unreachable and kept their declared requests", u.Pods, u.Key.Workload)
+		}
+	}
+}
+
+// LeaseHolder returns the holder identity of the Lease (tests).
+func LeaseHolder(ctx context.Context, cs kubernetes.Interface, ns, name string) (string, error) {
+	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return holder(l), nil
+}
+
+func holder(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}

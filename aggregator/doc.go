@@ -1,0 +1,34 @@
+// Package aggregator is cgpilot-aggregator, the cluster side of cgpilot:
+// it takes every node agent's report (api/report), merges the usage
+// histograms of each workload-container from all its nodes exactly into
+// one recommendation, which agents fetch back and prefer to their own
+// while it is fresh, and analyses the effect of right-sizing. Like agent,
+// it only wires the packages that do the work:
+//
+//	aggregator/auth      who reports: a token becomes a node (static tokens for load tests)
+//	aggregator/ingest    the agent API: POST reports, GET recommendations
+//	aggregator/state     the exact merge, replay guard, recommendations, checkpoints
+//	aggregator/analysis  coverage, released capacity, saturation, history, anomalies
+//	aggregator/profile   usage profiles (7-day max, peak hour) and hot nodes
+//	aggregator/kube      the API server: TokenReview, WorkloadRecommendation checkpoints,
+//	                     node annotations, the policy cache
+//	aggregator/extender  the kube-scheduler extender's dynamic-weight usage score
+//	aggregator/webhook   the mutating admission webhook of Auto policies
+//	aggregator/web       the JSON API and the dashboard
+//
+// # Replicas
+//
+// Two (or more) replicas elect a leader with a coordination.k8s.io Lease.
+// The leader loads the WorkloadRecommendation checkpoints, then serves;
+// a follower forwards every request that needs the state to the leader,
+// whose pod IP it reads from the Lease's holder identity ("name@IP"), so
+// one Service in front of all replicas works. A leader that loses the
+// Lease returns ErrLostLease and its process restarts as a follower with
+// an empty state: the new leader continues from the checkpoints.
+//
+// Servers: HTTPS (SecureAddr) for agents, the webhook and the extender,
+// with a certificate re-read when its files change; HTTP (HTTPAddr) for
+// the dashboard, the JSON API, /metrics, /healthz and /readyz.
+//
+// It never imports agent: agents and the aggregator meet in api/report.
+package aggregator

@@ -1,0 +1,263 @@
+// Package extender is a kube-scheduler extender (the prioritize verb)
+// that scores nodes by their real usage, with weights that follow what
+// the pod needs most:
+//
+//	demand_r = the pod's expected usage of r / the cluster's average free amount of r
+//	weight_r = demand_r / (mean of demand over the resources)
+//	score    = Σ_r freeFraction_r(node) × 10 × weight_r
+//
+// over r ∈ {CPU, memory}, where a node's free amount is allocatable minus
+// its real usage (the latest report), its free fraction that amount over
+// allocatable (clamped to [0, 1]), and the cluster's average free amount
+// the mean over the nodes reporting. A pod that needs much CPU relative to
+// what is free on average gets its score mostly from free CPU. The weights
+// average 1, so scores lie in [0, 10 × 2]; the scheduler multiplies them by
+// the extender's weight without clamping. A pod with no expected usage
+// weighs both resources 1.
+//
+// A pod's expected usage is its workload's latest usage per pod (from the
+// reports); a workload not seen yet counts its pod's requests. A node
+// with no report gets the candidates' mean free fraction (neutral: new
+// nodes are neither favoured nor avoided).
+//
+// It imports the kube-scheduler extender types, api/report (the workload
+// rule) and aggregator/profile; no client-go.
+package extender
+
+import (
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/cgpilot/cgpilot/aggregator/profile"
+	"github.com/cgpilot/cgpilot/api/report"
+)
+
+// PathPrioritize is where the extender answers (urlPrefix + "/prioritize"
+// in the scheduler's configuration, with prioritizeVerb "prioritize").
+const PathPrioritize = "/scheduler/prioritize"
+
+// Node is what scoring needs of a node (cores and bytes).
+type Node struct {
+	CPUAllocatable, CPUUsed       float64
+	MemoryAllocatable, MemoryUsed float64
+	// Known: the node has reported; otherwise it scores neutral.
+	Known bool
+}
+
+// Demand is a pod's expected usage (cores and bytes).
+type Demand struct{ CPU, Memory float64 }
+
+func freeFraction(alloc, used float64) float64 {
+	if alloc <= 0 {
+		return 0
+	}
+	return math.Max(0, math.Min(1, (alloc-used)/alloc))
+}
+
+// Weights returns the CPU and memory weights of a pod with demand d in a
+// cluster whose average free amounts are freeCPU and freeMemory.
+func Weights(d Demand, freeCPU, freeMemory float64) (cpu, memory float64) {
+	dc, dm := 0.0, 0.0
+	if freeCPU > 0 {
+		dc = d.CPU / freeCPU
+	}
+	if freeMemory > 0 {
+		dm = d.Memory / freeMemory
+	}
+	mean := (dc + dm) / 2
+	if !(mean > 0) || math.IsInf(mean, 0) {
+		return 1, 1
+	}
+	return dc / mean, dm / mean
+}
+
+// Scores returns each node's score for a pod with demand d; cluster is
+// the set of reporting nodes whose average free amounts set the weights
+// (the candidates when empty).
+func Scores(d Demand, candidates, cluster []Node) []float64 {
+	if len(cluster) == 0 {
+		cluster = candidates
+	}
+	var freeCPU, freeMem float64
+	n := 0
+	for _, c := range cluster {
+		if c.Known {
+			freeCPU += math.Max(0, c.CPUAllocatable-c.CPUUsed)
+			freeMem += math.Max(0, c.MemoryAllocatable-c.MemoryUsed)
+			n++
+		}
+	}
+	if n > 0 {
+		freeCPU, freeMem = freeCPU/float64(n), freeMem/float64(n)
+	}
+	wc, wm := Weights(d, freeCPU, freeMem)
+	// Neutral free fractions for nodes that never reported.
+	var meanFC, meanFM float64
+	k := 0
+	for _, c := range candidates {
+		if c.Known {
+			meanFC += freeFraction(c.CPUAllocatable, c.CPUUsed)
+			meanFM += freeFraction(c.MemoryAllocatable, c.MemoryUsed)
+			k++
+		}
+	}
+	if k > 0 {
+		meanFC, meanFM = meanFC/float64(k), meanFM/float64(k)
+	} else {
+		meanFC, meanFM = 1, 1
+	}
+	out := make([]float64, len(candidates))
+	for i, c := range candidates {
+		fc, fm := meanFC, meanFM
+		if c.Known {
+			fc, fm = freeFraction(c.CPUAllocatable, c.CPUUsed), freeFraction(c.MemoryAllocatable, c.MemoryUsed)
+		}
+		out[i] = fc*10*wc + fm*10*wm
+	}
+	return out
+}
+
+// Source is where the extender reads usage (profile.Profiles).
+type Source interface {
+	Node(name string, now time.Time) (profile.NodeInfo, bool)
+	Nodes(now time.Time) []profile.NodeInfo
+	Workload(w report.Workload, now time.Time) (profile.WorkloadInfo, bool)
+}
+
+// Handler serves PathPrioritize.
+type Handler struct {
+	Source Source
+	Now    func() time.Time
+	// Leader reports whether this replica has the state (nil: always);
+	// a follower answers neutral scores rather than failing scheduling.
+	Leader  func() bool
+	latency prometheus.Histogram
+	calls   *prometheus.CounterVec
+}
+
+// New returns a Handler registered with reg.
+func New(src Source, reg prometheus.Registerer) *Handler {
+	h := &Handler{Source: src, Now: time.Now,
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cgpilot_aggregator_prioritize_seconds",
+			Help: "Time to score the candidate nodes of one pod.", Buckets: []float64{.0001, .0005, .001, .005, .01, .05, .1}}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_aggregator_prioritize_total",
+			Help: "Prioritize calls by result: ok, bad_request, neutral (follower or no usage known)."}, []string{"result"}),
+	}
+	if reg != nil {
+		reg.MustRegister(h.latency, h.calls)
+	}
+	return h
+}
+
+// Register adds the handler to mux.
+func (h *Handler) Register(mux *http.ServeMux) { mux.Handle("POST "+PathPrioritize, h) }
+
+// maxArgsBytes bounds a request: a NodeList of a large cluster with full
+// Node objects is big; 64 MiB covers 5,000 nodes of ~10 KiB.
+const maxArgsBytes = 64 << 20
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	t0 := time.Now()
+	defer func() { h.latency.Observe(time.Since(t0).Seconds()) }()
+	var args extenderv1.ExtenderArgs
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxArgsBytes)).Decode(&args); err != nil || args.Pod == nil {
+		h.calls.WithLabelValues("bad_request").Inc()
+		http.Error(w, "want ExtenderArgs with a pod", http.StatusBadRequest)
+		return
+	}
+	var names []string
+	switch {
+	case args.NodeNames != nil:
+		names = *args.NodeNames
+	case args.Nodes != nil:
+		for _, n := range args.Nodes.Items {
+			names = append(names, n.Name)
+		}
+	}
+	list := make(extenderv1.HostPriorityList, len(names))
+	if h.Leader != nil && !h.Leader() {
+		for i, n := range names {
+			list[i] = extenderv1.HostPriority{Host: n}
+		}
+		h.calls.WithLabelValues("neutral").Inc()
+		writeJSON(w, list)
+		return
+	}
+	now := h.Now()
+	scores := Scores(h.demand(args.Pod, now), h.candidates(names, now), h.cluster(now))
+	for i, n := range names {
+		list[i] = extenderv1.HostPriority{Host: n, Score: int64(math.Round(scores[i]))}
+	}
+	h.calls.WithLabelValues("ok").Inc()
+	writeJSON(w, list)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func nodeOf(i profile.NodeInfo) Node {
+	return Node{CPUAllocatable: i.Usage.CPUAllocatable, CPUUsed: i.Usage.CPUUsage, MemoryAllocatable: i.Usage.MemoryAllocatable,
+		MemoryUsed: i.Usage.MemoryUsage, Known: !i.Stale}
+}
+
+func (h *Handler) candidates(names []string, now time.Time) []Node {
+	out := make([]Node, len(names))
+	for i, n := range names {
+		if info, ok := h.Source.Node(n, now); ok {
+			out[i] = nodeOf(info)
+		}
+	}
+	return out
+}
+
+func (h *Handler) cluster(now time.Time) []Node {
+	infos := h.Source.Nodes(now)
+	out := make([]Node, 0, len(infos))
+	for _, i := range infos {
+		if !i.Stale {
+			out = append(out, nodeOf(i))
+		}
+	}
+	return out
+}
+
+// demand is the pod's expected usage: its workload's usage per pod, or
+// its requests.
+func (h *Handler) demand(pod *corev1.Pod, now time.Time) Demand {
+	var owner *report.Owner
+	if c := controllerOf(pod); c != nil {
+		owner = &report.Owner{Kind: c.Kind, Name: c.Name}
+	}
+	name := pod.Name
+	if name == "" {
+		name = pod.GenerateName
+	}
+	wl := report.WorkloadOf(pod.Namespace, name, owner, pod.Labels, nil)
+	if info, ok := h.Source.Workload(wl, now); ok && (info.PerPodCPU > 0 || info.PerPodMem > 0) {
+		return Demand{CPU: info.PerPodCPU, Memory: info.PerPodMem}
+	}
+	var d Demand
+	for _, c := range pod.Spec.Containers {
+		d.CPU += c.Resources.Requests.Cpu().AsApproximateFloat64()
+		d.Memory += c.Resources.Requests.Memory().AsApproximateFloat64()
+	}
+	return d
+}
+
+func controllerOf(pod *corev1.Pod) *report.Owner {
+	for _, o := range pod.OwnerReferences {
+		if o.Controller != nil && *o.Controller {
+			return &report.Owner{Kind: o.Kind, Name: o.Name}
+		}
+	}
+	return nil
+}

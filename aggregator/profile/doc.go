@@ -1,0 +1,17 @@
+// Package profile keeps usage profiles of nodes and workloads for
+// placement: per series the 7-day maximum and the expected peak-hour
+// usage (for each hour of the day, the mean usage in that hour averaged
+// over the last 7 days; the value at the busiest hour), the nodes' latest
+// real usage and the hot nodes whose usage exceeds a watermark of their
+// allocatable, and each workload's latest usage per pod (what the
+// scheduler extender expects a new pod to use).
+//
+// A node's series is its reported usage per window; a workload's is the
+// sum over the nodes that reported it in a window, closed Grace after the
+// window ends. Each series costs a fixed 0.8 KiB (Ring: per day and hour
+// a bfloat16 mean, per day a maximum), so memory grows with the number of
+// nodes and workloads only.
+//
+// It imports api/report only: no client-go (the aggregator writes the
+// profiles as node annotations), nothing of agent.
+package profile

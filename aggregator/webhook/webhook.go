@@ -1,0 +1,397 @@
+// Package webhook is the aggregator's mutating admission webhook for
+// RightsizePolicies in mode Auto: a new pod of a workload gets the
+// workload's merged recommendation as its containers' requests (limits
+// follow the policy's limits setting), so it starts right-sized instead of
+// being resized in place after it starts.
+//
+// It never changes a pod's QoS class: a BestEffort pod is left alone, a
+// Guaranteed pod keeps its limits equal to its requests, and any other
+// mutation that would move the class is dropped. It fails open: without a
+// recommendation, with an error, or when this replica is not the leader,
+// the pod is admitted unchanged, counted in
+// cgpilot_aggregator_admission_total{result} and (rate-limited) reported
+// with an Event on the policy; the pod gets cgpilot.io/admission saying
+// why. When the webhook cannot be reached at all, the
+// MutatingWebhookConfiguration's failurePolicy Ignore admits the pod and
+// the API server counts it (apiserver_admission_webhook_fail_open_count);
+// agents report such pods (report.Container.Unadmitted) and the
+// aggregator counts those too.
+//
+// It imports k8s.io/api (admission, core), api/report (the workload rule)
+// and api/v1alpha1; no client-go beyond the Event recorder's interface.
+package webhook
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/cgpilot/cgpilot/api/report"
+	"github.com/cgpilot/cgpilot/api/v1alpha1"
+)
+
+// PathMutate is where the webhook answers.
+const PathMutate = "/admission/mutate"
+
+// Results of one admission (the metric's label and, but for applied and
+// no_policy, the reason in cgpilot.io/admission).
+const (
+	ResultApplied          = "applied"
+	ResultNoPolicy         = "no_policy"
+	ResultNotAuto          = "not_auto"
+	ResultOptedOut         = "opted_out"
+	ResultConflict         = "conflict"
+	ResultNoRecommendation = "no_recommendation"
+	ResultQOS              = "qos_class"
+	ResultNotLeader        = "not_leader"
+	ResultError            = "error"
+)
+
+// Recommendations gives the merged recommendation of a workload-container.
+type Recommendations interface {
+	Recommendation(report.Key) *report.WorkloadRecommendation
+}
+
+// Matcher finds the policies that match a new pod.
+type Matcher interface {
+	Match(namespace string, podLabels map[string]string) []*v1alpha1.RightsizePolicy
+}
+
+// Recorder emits Events (client-go's events.EventRecorder).
+type Recorder interface {
+	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
+// Handler serves PathMutate.
+type Handler struct {
+	Recs     Recommendations
+	Policies Matcher
+	Events   Recorder
+	// Parent looks up a ReplicaSet's or Job's controller (nil: the
+	// workload rule's fallbacks).
+	Parent func(namespace string) report.ParentFunc
+	Leader func() bool
+	Now    func() time.Time
+	// EventEvery rate-limits Events per workload and reason (default 10 min).
+	EventEvery time.Duration
+
+	mu         sync.Mutex
+	lastEvent  map[string]time.Time
+	admissions *prometheus.CounterVec
+	latency    prometheus.Histogram
+}
+
+// New returns a Handler registered with reg.
+func New(recs Recommendations, pol Matcher, ev Recorder, reg prometheus.Registerer) *Handler {
+	h := &Handler{Recs: recs, Policies: pol, Events: ev, Now: time.Now, lastEvent: map[string]time.Time{},
+		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_aggregator_admission_total",
+			Help: "Pods seen by the admission webhook, by result: applied, no_policy, not_auto, opted_out, conflict, no_recommendation, qos_class, not_leader, error."}, []string{"result"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cgpilot_aggregator_admission_seconds",
+			Help: "Time to answer one admission review.", Buckets: []float64{.0005, .001, .005, .01, .05, .1, .5}}),
+	}
+	for _, r := range []string{ResultApplied, ResultNoPolicy, ResultNotAuto, ResultOptedOut, ResultConflict, ResultNoRecommendation, ResultQOS, ResultNotLeader, ResultError} {
+		h.admissions.WithLabelValues(r)
+	}
+	if reg != nil {
+		reg.MustRegister(h.admissions, h.latency)
+	}
+	return h
+}
+
+// Register adds the handler to mux.
+func (h *Handler) Register(mux *http.ServeMux) { mux.Handle("POST "+PathMutate, h) }
+
+// maxReviewBytes bounds an AdmissionReview (a pod is at most ~1.5 MiB in etcd).
+const maxReviewBytes = 4 << 20
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	t0 := time.Now()
+	defer func() { h.latency.Observe(time.Since(t0).Seconds()) }()
+	var review admissionv1.AdmissionReview
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxReviewBytes)).Decode(&review); err != nil || review.Request == nil {
+		h.admissions.WithLabelValues(ResultError).Inc()
+		http.Error(w, "want an admission.k8s.io/v1 AdmissionReview", http.StatusBadRequest)
+		return
+	}
+	resp := h.review(review.Request)
+	resp.UID = review.Request.UID
+	out := admissionv1.AdmissionReview{TypeMeta: review.TypeMeta, Response: resp}
+	if out.APIVersion == "" {
+		out.APIVersion, out.Kind = "admission.k8s.io/v1", "AdmissionReview"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// review decides, recovering from any panic by admitting the pod as is.
+func (h *Handler) review(req *admissionv1.AdmissionRequest) (resp *admissionv1.AdmissionResponse) {
+	allow := &admissionv1.AdmissionResponse{Allowed: true}
+	defer func() {
+		if p := recover(); p != nil {
+			h.admissions.WithLabelValues(ResultError).Inc()
+			resp = allow
+		}
+	}()
+	if req.Kind.Kind != "Pod" || req.Operation != admissionv1.Create {
+		return allow
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+		h.admissions.WithLabelValues(ResultError).Inc()
+		return allow
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = req.Namespace
+	}
+	if h.Leader != nil && !h.Leader() {
+		h.admissions.WithLabelValues(ResultNotLeader).Inc()
+		return allow
+	}
+	d := h.Decide(&pod)
+	h.admissions.WithLabelValues(d.Result).Inc()
+	if d.Event != "" && d.Policy != nil {
+		h.event(d)
+	}
+	if len(d.Patch) == 0 {
+		return allow
+	}
+	patch, err := json.Marshal(d.Patch)
+	if err != nil {
+		return allow
+	}
+	pt := admissionv1.PatchTypeJSONPatch
+	return &admissionv1.AdmissionResponse{Allowed: true, Patch: patch, PatchType: &pt}
+}
+
+func (h *Handler) event(d Decision) {
+	every := h.EventEvery
+	if every == 0 {
+		every = 10 * time.Minute
+	}
+	key := d.Workload.String() + "|" + d.Result
+	now := h.Now()
+	h.mu.Lock()
+	if last, ok := h.lastEvent[key]; ok && now.Sub(last) < every {
+		h.mu.Unlock()
+		return
+	}
+	h.lastEvent[key] = now
+	if len(h.lastEvent) > 10000 {
+		for k, t := range h.lastEvent {
+			if now.Sub(t) >= every {
+				delete(h.lastEvent, k)
+			}
+		}
+	}
+	h.mu.Unlock()
+	if h.Events != nil {
+		pol := d.Policy.DeepCopy()
+		pol.APIVersion, pol.Kind = v1alpha1.SchemeGroupVersion.String(), "RightsizePolicy"
+		h.Events.Eventf(pol, nil, corev1.EventTypeWarning, d.Event, "Admit", "pod of %s admitted unchanged: %s", d.Workload, d.Note)
+	}
+}
+
+// Op is one JSON patch operation.
+type Op struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// Decision is what the webhook does with one pod.
+type Decision struct {
+	Result   string
+	Workload report.Workload
+	Policy   *v1alpha1.RightsizePolicy
+	Patch    []Op
+	// Event is the Event reason to report (empty: none); Note says why.
+	Event, Note string
+}
+
+// Decide computes the mutation of a new pod.
+func (h *Handler) Decide(pod *corev1.Pod) Decision {
+	name := pod.Name
+	if name == "" {
+		name = pod.GenerateName
+	}
+	var owner *report.Owner
+	for _, o := range pod.OwnerReferences {
+		if o.Controller != nil && *o.Controller {
+			owner = &report.Owner{Kind: o.Kind, Name: o.Name}
+		}
+	}
+	var parent report.ParentFunc
+	if h.Parent != nil {
+		parent = h.Parent(pod.Namespace)
+	}
+	d := Decision{Workload: report.WorkloadOf(pod.Namespace, name, owner, pod.Labels, parent)}
+	pols := h.Policies.Match(pod.Namespace, pod.Labels)
+	switch {
+	case len(pols) == 0:
+		d.Result = ResultNoPolicy
+		return d
+	case len(pols) > 1:
+		d.Result, d.Policy, d.Event, d.Note = ResultConflict, pols[0], "MatchedByTwoPolicies", fmt.Sprintf("%d policies match it", len(pols))
+		d.Patch = annotate(pod, "conflict")
+		return d
+	}
+	d.Policy = pols[0]
+	if d.Policy.Spec.Mode != v1alpha1.ModeAuto {
+		d.Result = ResultNotAuto
+		return d
+	}
+	if v := pod.Annotations[v1alpha1.AnnotationResize]; v == v1alpha1.ResizeOff || v == v1alpha1.ResizeDryRun {
+		d.Result = ResultOptedOut
+		d.Patch = annotate(pod, "opted-out")
+		return d
+	}
+	if pu := d.Policy.Spec.PausedUntil; pu != nil && h.Now().Before(pu.Time) {
+		d.Result = ResultOptedOut
+		d.Patch = annotate(pod, "paused")
+		return d
+	}
+	before := QOSClass(pod)
+	if before == corev1.PodQOSBestEffort {
+		d.Result, d.Note = ResultQOS, "a BestEffort pod would change class with requests"
+		d.Patch = annotate(pod, "qos-class")
+		return d
+	}
+	mutated := pod.DeepCopy()
+	changed := 0
+	for i := range mutated.Spec.Containers {
+		c := &mutated.Spec.Containers[i]
+		rec := h.Recs.Recommendation(report.Key{Workload: d.Workload, Container: c.Name})
+		if rec == nil || rec.CPU.Target <= 0 || rec.Memory.Target <= 0 {
+			continue
+		}
+		if apply(c, rec, d.Policy.Spec.Limits, before == corev1.PodQOSGuaranteed) {
+			changed++
+		}
+	}
+	if changed == 0 {
+		d.Result, d.Event, d.Note = ResultNoRecommendation, "NoRecommendation", "the aggregator has no merged recommendation for its containers yet"
+		d.Patch = annotate(pod, "no-recommendation")
+		return d
+	}
+	if after := QOSClass(mutated); after != before {
+		d.Result, d.Event, d.Note = ResultQOS, "WouldChangeQOSClass", fmt.Sprintf("the recommendation would move it from %s to %s", before, after)
+		d.Patch = annotate(pod, "qos-class")
+		return d
+	}
+	d.Result = ResultApplied
+	for i := range mutated.Spec.Containers {
+		d.Patch = append(d.Patch, Op{Op: "replace", Path: fmt.Sprintf("/spec/containers/%d/resources", i), Value: mutated.Spec.Containers[i].Resources})
+	}
+	d.Patch = append(d.Patch, annotate(pod, "applied")...)
+	return d
+}
+
+// annotate is the patch that sets cgpilot.io/admission.
+func annotate(pod *corev1.Pod, value string) []Op {
+	if pod.Annotations == nil {
+		return []Op{{Op: "add", Path: "/metadata/annotations", Value: map[string]string{v1alpha1.AnnotationAdmission: value}}}
+	}
+	return []Op{{Op: "add", Path: "/metadata/annotations/" + escape(v1alpha1.AnnotationAdmission), Value: value}}
+}
+
+// escape is JSON pointer escaping (RFC 6901).
+func escape(s string) string {
+	out := make([]byte, 0, len(s)+2)
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '~':
+			out = append(out, '~', '0')
+		case '/':
+			out = append(out, '~', '1')
+		default:
+			out = append(out, s[i])
+		}
+	}
+	return string(out)
+}
+
+// apply sets c's requests to the recommendation and its limits by the
+// policy; guaranteed keeps limits equal to requests. It returns whether
+// anything changed.
+func apply(c *corev1.Container, rec *report.WorkloadRecommendation, limits v1alpha1.LimitsPolicy, guaranteed bool) bool {
+	if c.Resources.Requests == nil {
+		c.Resources.Requests = corev1.ResourceList{}
+	}
+	changed := false
+	for _, r := range []struct {
+		name   corev1.ResourceName
+		target *resource.Quantity
+	}{
+		{corev1.ResourceCPU, resource.NewMilliQuantity(int64(math.Ceil(rec.CPU.Target*1000-1e-6)), resource.DecimalSI)},
+		{corev1.ResourceMemory, resource.NewQuantity(int64(math.Ceil(rec.Memory.Target)), resource.BinarySI)},
+	} {
+		oldReq, hadReq := c.Resources.Requests[r.name]
+		oldLim, hadLim := c.Resources.Limits[r.name]
+		newReq := *r.target
+		switch {
+		case guaranteed:
+			c.Resources.Limits[r.name] = newReq
+		case !hadLim:
+		case limits == v1alpha1.LimitsUnset:
+			delete(c.Resources.Limits, r.name)
+		case limits == v1alpha1.LimitsKeep:
+			if newReq.Cmp(oldLim) > 0 {
+				newReq = oldLim
+			}
+		default: // KeepRatio
+			if hadReq && oldReq.MilliValue() > 0 {
+				ratio := float64(oldLim.MilliValue()) / float64(oldReq.MilliValue())
+				lim := resource.NewMilliQuantity(int64(math.Ceil(float64(newReq.MilliValue())*ratio)), oldLim.Format)
+				c.Resources.Limits[r.name] = *lim
+			} else if newReq.Cmp(oldLim) > 0 {
+				newReq = oldLim
+			}
+		}
+		if !hadReq || oldReq.Cmp(newReq) != 0 {
+			changed = true
+		}
+		c.Resources.Requests[r.name] = newReq
+	}
+	return changed
+}
+
+// QOSClass is the pod's QoS class by the rules of the Kubernetes
+// documentation (Guaranteed: every container has CPU and memory limits
+// equal to its requests; BestEffort: no container has any request or
+// limit; otherwise Burstable), over init and regular containers. The
+// kubelet's helper lives in k8s.io/kubernetes, which the module must not
+// import; TestQOSClassMatchesAPIServer checks this one against the API
+// server's own computation.
+func QOSClass(pod *corev1.Pod) corev1.PodQOSClass {
+	all := append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...)
+	some, guaranteed := false, true
+	for _, c := range all {
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			req, hasReq := c.Resources.Requests[r]
+			lim, hasLim := c.Resources.Limits[r]
+			if (hasReq && !req.IsZero()) || (hasLim && !lim.IsZero()) {
+				some = true
+			}
+			if !hasLim || lim.IsZero() || (hasReq && req.Cmp(lim) != 0) {
+				guaranteed = false
+			}
+		}
+	}
+	switch {
+	case !some:
+		return corev1.PodQOSBestEffort
+	case guaranteed:
+		return corev1.PodQOSGuaranteed
+	}
+	return corev1.PodQOSBurstable
+}

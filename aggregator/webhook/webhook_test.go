@@ -1,0 +1,198 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/cgpilot/cgpilot/api/report"
+	"github.com/cgpilot/cgpilot/api/v1alpha1"
+)
+
+type recs map[report.Key]*report.WorkloadRecommendation
+
+func (r recs) Recommendation(k report.Key) *report.WorkloadRecommendation { return r[k] }
+
+type pols []*v1alpha1.RightsizePolicy
+
+func (p pols) Match(string, map[string]string) []*v1alpha1.RightsizePolicy { return p }
+
+type events struct{ reasons []string }
+
+func (e *events) Eventf(_ runtime.Object, _ runtime.Object, _, reason, _, _ string, _ ...any) {
+	e.reasons = append(e.reasons, reason)
+}
+
+var web = report.Workload{Namespace: "shop", Kind: report.KindDeployment, Name: "web"}
+
+func rec(cpu, mem float64) *report.WorkloadRecommendation {
+	return &report.WorkloadRecommendation{Recommendation: report.Recommendation{CPU: report.Estimate{Target: cpu}, Memory: report.Estimate{Target: mem}}}
+}
+
+func policy(mode v1alpha1.Mode, limits v1alpha1.LimitsPolicy) *v1alpha1.RightsizePolicy {
+	return &v1alpha1.RightsizePolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.RightsizePolicySpec{Mode: mode, Limits: limits}}
+}
+
+func res(reqCPU, reqMem, limCPU, limMem string) corev1.ResourceRequirements {
+	r := corev1.ResourceRequirements{}
+	set := func(l *corev1.ResourceList, cpu, mem string) {
+		if cpu == "" && mem == "" {
+			return
+		}
+		*l = corev1.ResourceList{}
+		if cpu != "" {
+			(*l)[corev1.ResourceCPU] = resource.MustParse(cpu)
+		}
+		if mem != "" {
+			(*l)[corev1.ResourceMemory] = resource.MustParse(mem)
+		}
+	}
+	set(&r.Requests, reqCPU, reqMem)
+	set(&r.Limits, limCPU, limMem)
+	return r
+}
+
+func webPod(rs ...corev1.ResourceRequirements) *corev1.Pod {
+	yes := true
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", GenerateName: "web-7d9f-", Labels: map[string]string{"pod-template-hash": "7d9f"},
+		OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-7d9f", Controller: &yes}}}}
+	for i, r := range rs {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: []string{"app", "side"}[i], Resources: r})
+	}
+	return p
+}
+
+func TestDecide(t *testing.T) {
+	app := report.Key{Workload: web, Container: "app"}
+	side := report.Key{Workload: web, Container: "side"}
+	both := recs{app: rec(0.25, 256<<20), side: rec(0.05, 64<<20)}
+	for _, tc := range []struct {
+		name    string
+		pod     *corev1.Pod
+		pols    pols
+		recs    recs
+		result  string
+		qos     corev1.PodQOSClass
+		wantApp corev1.ResourceRequirements
+		event   bool
+	}{
+		{"burstable, keep ratio", webPod(res("1", "1Gi", "2", "2Gi")), pols{policy(v1alpha1.ModeAuto, v1alpha1.LimitsKeepRatio)}, both,
+			ResultApplied, corev1.PodQOSBurstable, res("250m", "256Mi", "500m", "512Mi"), false},
+		{"guaranteed stays guaranteed", webPod(res("1", "1Gi", "1", "1Gi"), res("100m", "100Mi", "100m", "100Mi")), pols{policy(v1alpha1.ModeAuto, v1alpha1.LimitsUnset)}, both,
+			ResultApplied, corev1.PodQOSGuaranteed, res("250m", "256Mi", "250m", "256Mi"), false},
+		{"limits unset", webPod(res("1", "1Gi", "2", "2Gi")), pols{policy(v1alpha1.ModeAuto, v1alpha1.LimitsUnset)}, both,
+			ResultApplied, corev1.PodQOSBurstable, res("250m", "256Mi", "", ""), false},
+		{"requests only", webPod(res("1", "1Gi", "", "")), pols{policy(v1alpha1.ModeAuto, "")}, both,
+			ResultApplied, corev1.PodQOSBurstable, res("250m", "256Mi", "", ""), false},
+		{"keep clamps below the limit, would become guaranteed", webPod(res("100m", "64Mi", "200m", "128Mi")), pols{policy(v1alpha1.ModeAuto, v1alpha1.LimitsKeep)}, recs{app: rec(1, 1<<30)},
+			ResultQOS, corev1.PodQOSBurstable, res("100m", "64Mi", "200m", "128Mi"), true},
+		{"best effort", webPod(corev1.ResourceRequirements{}), pols{policy(v1alpha1.ModeAuto, "")}, both,
+			ResultQOS, corev1.PodQOSBestEffort, corev1.ResourceRequirements{}, false},
+		{"no recommendation", webPod(res("1", "1Gi", "", "")), pols{policy(v1alpha1.ModeAuto, "")}, recs{},
+			ResultNoRecommendation, corev1.PodQOSBurstable, res("1", "1Gi", "", ""), true},
+		{"in-place policy", webPod(res("1", "1Gi", "", "")), pols{policy(v1alpha1.ModeInPlace, "")}, both,
+			ResultNotAuto, corev1.PodQOSBurstable, res("1", "1Gi", "", ""), false},
+		{"two policies", webPod(res("1", "1Gi", "", "")), pols{policy(v1alpha1.ModeAuto, ""), policy(v1alpha1.ModeAuto, "")}, both,
+			ResultConflict, corev1.PodQOSBurstable, res("1", "1Gi", "", ""), true},
+		{"no policy", webPod(res("1", "1Gi", "", "")), nil, both,
+			ResultNoPolicy, corev1.PodQOSBurstable, res("1", "1Gi", "", ""), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := &events{}
+			h := New(tc.recs, tc.pols, ev, nil)
+			h.Leader = func() bool { return true }
+			raw, _ := json.Marshal(tc.pod)
+			review := admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+				Request: &admissionv1.AdmissionRequest{UID: "u1", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Namespace: "shop",
+					Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}}}
+			body, _ := json.Marshal(review)
+			rr := httptest.NewRecorder()
+			h.ServeHTTP(rr, httptest.NewRequest(http.MethodPost, PathMutate, bytes.NewReader(body)))
+			var out admissionv1.AdmissionReview
+			if err := json.Unmarshal(rr.Body.Bytes(), &out); err != nil || out.Response == nil || !out.Response.Allowed || out.Response.UID != "u1" {
+				t.Fatalf("response %s (%v)", rr.Body.String(), err)
+			}
+			got := tc.pod
+			if len(out.Response.Patch) > 0 {
+				patch, err := jsonpatch.DecodePatch(out.Response.Patch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				patched, err := patch.Apply(raw)
+				if err != nil {
+					t.Fatalf("patch does not apply: %v", err)
+				}
+				got = &corev1.Pod{}
+				json.Unmarshal(patched, got)
+			}
+			if q := QOSClass(got); q != tc.qos || q != QOSClass(tc.pod) {
+				t.Errorf("QoS %s → %s, want %s kept", QOSClass(tc.pod), q, tc.qos)
+			}
+			if a := got.Spec.Containers[0].Resources; !equalRes(a, tc.wantApp) {
+				t.Errorf("app resources %v / %v, want %v / %v", a.Requests, a.Limits, tc.wantApp.Requests, tc.wantApp.Limits)
+			}
+			if tc.result != ResultNoPolicy && tc.result != ResultNotAuto && got.Annotations[v1alpha1.AnnotationAdmission] == "" {
+				t.Errorf("no %s annotation", v1alpha1.AnnotationAdmission)
+			}
+			if (len(ev.reasons) > 0) != tc.event {
+				t.Errorf("events %v, want event=%v", ev.reasons, tc.event)
+			}
+			d := h.Decide(tc.pod)
+			if d.Result != tc.result || d.Workload != web {
+				t.Errorf("decision %s for %s, want %s for %s", d.Result, d.Workload, tc.result, web)
+			}
+		})
+	}
+}
+
+func equalRes(a, b corev1.ResourceRequirements) bool {
+	eq := func(x, y corev1.ResourceList) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || v.Cmp(w) != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return eq(a.Requests, b.Requests) && eq(a.Limits, b.Limits)
+}
+
+func TestEventsRateLimited(t *testing.T) {
+	ev := &events{}
+	h := New(recs{}, pols{policy(v1alpha1.ModeAuto, "")}, ev, nil)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h.Now = func() time.Time { return now }
+	pod := webPod(res("1", "1Gi", "", ""))
+	raw, _ := json.Marshal(pod)
+	req := &admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Kind: "Pod"}, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}}
+	for range 5 {
+		h.review(req)
+	}
+	now = now.Add(11 * time.Minute)
+	h.review(req)
+	if len(ev.reasons) != 2 {
+		t.Errorf("%d events, want 2 (one per 10 minutes)", len(ev.reasons))
+	}
+	// Garbage and a panic in a dependency admit the pod.
+	if r := h.review(&admissionv1.AdmissionRequest{Kind: metav1.GroupVersionKind{Kind: "Pod"}, Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: []byte("{")}}); !r.Allowed {
+		t.Error("garbage not admitted")
+	}
+	h.Policies = nil // Match on a nil interface panics
+	if r := h.review(req); !r.Allowed || len(r.Patch) != 0 {
+		t.Error("a panic did not fail open")
+	}
+}

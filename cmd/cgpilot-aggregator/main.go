@@ -1,0 +1,110 @@
+// Command cgpilot-aggregator is cgpilot's cluster aggregator (a Deployment
+// of two replicas; see deploy/). It only turns flags into an
+// aggregator.Config and calls aggregator.Run.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
+
+	"github.com/cgpilot/cgpilot/aggregator"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// parse turns the arguments into a Config and the debug flag; ok is false
+// after a usage error (already printed).
+func parse(args []string, stderr io.Writer) (cfg aggregator.Config, debug, ok bool) {
+	fs := flag.NewFlagSet("cgpilot-aggregator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	d := aggregator.DefaultConfig()
+	cfg = d
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty = in-cluster service account")
+	fs.StringVar(&cfg.Namespace, "namespace", "", "namespace of the leader Lease (default $POD_NAMESPACE, else cgpilot-system)")
+	fs.StringVar(&cfg.LeaseName, "lease-name", d.LeaseName, "name of the leader Lease")
+	fs.StringVar(&cfg.Identity, "identity", "", "this replica's identity (default $POD_NAME)")
+	fs.StringVar(&cfg.PodIP, "pod-ip", "", "this replica's pod IP, published in the Lease so followers forward to the leader (default $POD_IP)")
+	fs.StringVar(&cfg.SecureAddr, "secure-addr", d.SecureAddr, "HTTPS address: agent API, admission webhook, scheduler extender")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", d.HTTPAddr, "HTTP address: dashboard, JSON API, /metrics, /healthz, /readyz")
+	fs.StringVar(&cfg.CertFile, "tls-cert-file", "", "serving certificate (PEM), re-read when it changes")
+	fs.StringVar(&cfg.KeyFile, "tls-private-key-file", "", "serving key (PEM)")
+	fs.DurationVar(&cfg.Period, "report-period", d.Period, "report grid period; agents must use the same")
+	fs.DurationVar(&cfg.Grace, "grace", 0, "how long after a window ends its reports are awaited (default 2 periods)")
+	fs.DurationVar(&cfg.Step, "step", 0, "how often a recommendation is recomputed when its policy does not say (default 1h)")
+	fs.Float64Var(&cfg.HotWatermark, "hot-watermark", d.HotWatermark, "share of allocatable CPU or memory in real use above which a node is hot")
+	fs.StringVar(&cfg.Audience, "token-audience", d.Audience, "audience of the agents' projected tokens")
+	users := fs.String("agent-users", "", "comma-separated usernames allowed to report (default system:serviceaccount:<namespace>:cgpilot-agent)")
+	fs.StringVar(&cfg.StaticTokens, "insecure-static-tokens", "", "LOAD TESTS ONLY: a token,node file replacing TokenReview")
+	fs.BoolVar(&cfg.Standalone, "standalone", false, "LOAD TESTS ONLY: run without an API server (needs --insecure-static-tokens)")
+	fs.Float64Var(&cfg.CheckpointBudget, "checkpoint-budget", 0, "WorkloadRecommendation writes per second (default 20)")
+	fs.DurationVar(&cfg.CheckpointMinAge, "checkpoint-min-age", 0, "least time between two writes of one workload (default 5m)")
+	fs.DurationVar(&cfg.AnnotateInterval, "annotate-interval", 0, "how often node usage-profile annotations are refreshed (default 5m)")
+	fs.BoolVar(&debug, "debug", false, "debug logging")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve net/http/pprof under /debug/pprof/ on --http-addr")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "close connections idle this long (default 5s: agents reconnect for each report rather than hold idle TLS buffers)")
+	if err := fs.Parse(args); err != nil {
+		return cfg, false, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "cgpilot-aggregator: unexpected arguments %q\n", fs.Args())
+		return cfg, false, false
+	}
+	if *users != "" {
+		cfg.AgentUsers = strings.Split(*users, ",")
+	}
+	return cfg, debug, true
+}
+
+func run(args []string, stderr io.Writer) int {
+	cfg, debug, ok := parse(args, stderr)
+	if !ok {
+		return 2
+	}
+	level := zapcore.InfoLevel
+	if debug {
+		level = zapcore.DebugLevel
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(level)
+	zc.Sampling = nil
+	zc.DisableStacktrace = true
+	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	zl, err := zc.Build()
+	if err != nil {
+		fmt.Fprintln(stderr, "cgpilot-aggregator: logger:", err)
+		return 1
+	}
+	defer zl.Sync() //nolint:errcheck
+	log := zapr.NewLogger(zl)
+	klog.SetLogger(log.WithName("client-go"))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err = aggregator.Run(ctx, cfg, log)
+	switch {
+	case errors.Is(err, aggregator.ErrConfig):
+		fmt.Fprintln(stderr, "cgpilot-aggregator:", err)
+		return 2
+	case errors.Is(err, aggregator.ErrLostLease):
+		log.Info("lost the leader lease: exiting to restart as a follower")
+		return 1
+	case err != nil:
+		log.Error(err, "cgpilot-aggregator failed")
+		return 1
+	}
+	return 0
+}

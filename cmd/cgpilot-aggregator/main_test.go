@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cgpilot/cgpilot/test/deploy"
+)
+
+func TestFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--nope"}, "flag provided but not defined"},
+		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"--standalone", "--secure-addr="}, "standalone needs static tokens"},
+		{[]string{"--secure-addr=127.0.0.1:0"}, "needs --tls-cert-file"},
+		{[]string{"--report-period=7s", "--secure-addr="}, "report period"},
+		{[]string{"--hot-watermark=2", "--secure-addr="}, "hot watermark"},
+	} {
+		var stderr bytes.Buffer
+		if code := run(tc.args, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+}
+
+// TestManifestFlags: every flag the manifests pass (deploy.AggregatorFlags)
+// is one the command takes, with the value it means.
+func TestManifestFlags(t *testing.T) {
+	var args []string
+	for name, v := range deploy.AggregatorFlags {
+		args = append(args, name+"="+v)
+	}
+	cfg, _, ok := parse(args, io.Discard)
+	if !ok {
+		t.Fatalf("the manifests' flags do not parse: %v", args)
+	}
+	if cfg.SecureAddr != ":8443" || cfg.HTTPAddr != ":8080" || cfg.Period != time.Minute || cfg.HotWatermark != 0.8 ||
+		cfg.CertFile != deploy.AggregatorFlags["--tls-cert-file"] {
+		t.Errorf("parsed %+v", cfg)
+	}
+}

@@ -1,0 +1,14 @@
+package deploy
+
+// AggregatorFlags is the contract between the manifests and
+// cgpilot-aggregator: the flags every render of the aggregator's
+// Deployment passes (value per flag). cmd/cgpilot-aggregator's tests parse
+// them, so a flag the command does not know fails there.
+var AggregatorFlags = map[string]string{
+	"--secure-addr":          ":8443",
+	"--http-addr":            ":8080",
+	"--tls-cert-file":        "/etc/cgpilot-aggregator/tls/tls.crt",
+	"--tls-private-key-file": "/etc/cgpilot-aggregator/tls/tls.key",
+	"--report-period":        "1m",
+	"--hot-watermark":        "0.8",
+}
