@@ -17,12 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/zapr"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"k8s.io/klog/v2"
-
 	"github.com/cgpilot/cgpilot/agent"
+	"github.com/cgpilot/cgpilot/cmd/internal/logging"
 )
 
 // gcPercent is the agent's GOGC unless the environment sets one: the agent
@@ -93,23 +89,12 @@ func run(args []string, stderr io.Writer) int {
 			*o.dst = o.v
 		}
 	}
-	level := zapcore.InfoLevel
-	if *debug {
-		level = zapcore.DebugLevel
-	}
-	zc := zap.NewProductionConfig()
-	zc.Level = zap.NewAtomicLevelAt(level)
-	zc.Sampling = nil
-	zc.DisableStacktrace = true
-	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	zl, err := zc.Build()
+	log, flush, err := logging.New(*debug)
 	if err != nil {
 		fmt.Fprintln(stderr, "cgpilot-agent: logger:", err)
 		return 1
 	}
-	defer zl.Sync()
-	log := zapr.NewLogger(zl)
-	klog.SetLogger(log.WithName("client-go")) // client-go logs through the same zap core
+	defer flush()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -14,12 +14,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/go-logr/zapr"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"k8s.io/klog/v2"
-
 	"github.com/cgpilot/cgpilot/aggregator"
+	"github.com/cgpilot/cgpilot/cmd/internal/logging"
 )
 
 func main() {
@@ -74,23 +70,12 @@ func run(args []string, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
-	level := zapcore.InfoLevel
-	if debug {
-		level = zapcore.DebugLevel
-	}
-	zc := zap.NewProductionConfig()
-	zc.Level = zap.NewAtomicLevelAt(level)
-	zc.Sampling = nil
-	zc.DisableStacktrace = true
-	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	zl, err := zc.Build()
+	log, flush, err := logging.New(debug)
 	if err != nil {
 		fmt.Fprintln(stderr, "cgpilot-aggregator: logger:", err)
 		return 1
 	}
-	defer zl.Sync() //nolint:errcheck
-	log := zapr.NewLogger(zl)
-	klog.SetLogger(log.WithName("client-go"))
+	defer flush()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
