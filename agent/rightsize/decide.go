@@ -28,6 +28,23 @@ type Container struct {
 	// Usage and WorkingSet are the memory it uses now, in bytes (0 when
 	// not sampled yet): the floor below which memory never goes.
 	Usage, WorkingSet float64
+	// Merged, when set, is the cluster aggregator's recommendation for
+	// the workload container, merged from every node's samples and still
+	// fresh: it replaces the node's own when it was computed under the
+	// same preset and the pod sets no target saturation of its own.
+	Merged *Merged
+}
+
+// Merged is a recommendation merged from the samples of every node.
+type Merged struct {
+	Preset string
+	CPU    recommend.Estimate
+	Memory recommend.Estimate
+	// Nodes it rests on; History the span of samples it rests on, in one
+	// container's sampling time (the samples of every node and pod
+	// count), for the policy's minHistory.
+	Nodes   int
+	History time.Duration
 }
 
 // Pod is what a decision needs of one pod.
@@ -73,6 +90,10 @@ const (
 	NoteWouldChangeQoS     = "WouldChangeQoS"
 )
 
+// ExplainMerged is the explanation mode of a merged recommendation: how
+// its target was chosen is the aggregator's to explain.
+const ExplainMerged = "merged"
+
 // Tunables of the safety rules.
 const (
 	// MemoryMargin is the head room memory keeps above usage (cgroup's
@@ -105,10 +126,13 @@ type ContainerDecision struct {
 	Name, Key string
 	// Recommendation is nil while the container has too little history.
 	Recommendation *recommend.Recommendation
-	From, To       Requirements
-	Changed        bool
-	CPUNote        string
-	MemoryNote     string
+	// Nodes is how many nodes' samples the recommendation rests on: 0 for
+	// the node's own, more when it is the aggregator's merged one.
+	Nodes      int
+	From, To   Requirements
+	Changed    bool
+	CPUNote    string
+	MemoryNote string
 }
 
 // effective is the policy in force for a pod and the mode after the pod's
@@ -180,7 +204,13 @@ func Decide(e *Engine, p Pod, now time.Time) Decision {
 			d.State, d.Why, d.Warning = StateInvalid, err.Error(), true
 			return d
 		}
-		if ok && time.Duration(rec.CPU.Explain.History) >= pol.MinHistory && time.Duration(rec.Memory.Explain.History) >= pol.MinHistory {
+		enough := ok && time.Duration(rec.CPU.Explain.History) >= pol.MinHistory && time.Duration(rec.Memory.Explain.History) >= pol.MinHistory
+		if m := c.Merged; m != nil && m.Preset == pol.Preset && p.Override.TargetSaturation == nil && (enough || m.History >= pol.MinHistory) {
+			rec = recommend.Recommendation{Time: now, CPU: m.CPU, Memory: m.Memory}
+			rec.CPU.Explain, rec.Memory.Explain = recommend.Explanation{Mode: ExplainMerged}, recommend.Explanation{Mode: ExplainMerged}
+			enough, cd.Nodes = true, m.Nodes
+		}
+		if enough {
 			cd.Recommendation = &rec
 		} else {
 			haveAll = false

@@ -317,3 +317,60 @@ func TestPolicyCheck(t *testing.T) {
 		t.Fatalf("defaults: %+v %v", good, err)
 	}
 }
+
+// TestDecidePrefersFreshMerged: a merged recommendation replaces the
+// node's own only under the policy's preset, without a pod saturation
+// override, and with enough history somewhere; the safety rules (usage
+// floor) still bound it.
+func TestDecidePrefersFreshMerged(t *testing.T) {
+	now := t0.Add(6 * time.Hour)
+	e := fed(t, "ns/Deployment/web/app", 0.2, 150*mib, 6*time.Hour)
+	young := fed(t, "ns/Deployment/web/app", 0.2, 150*mib, 10*time.Minute)
+	pol := policy(t, nil)
+	merged := &Merged{Preset: pol.Preset, CPU: recommend.Estimate{Target: 0.75}, Memory: recommend.Estimate{Target: 700 * mib}, Nodes: 3, History: 2 * time.Hour}
+	ts := 0.5
+	for _, tc := range []struct {
+		name      string
+		e         *Engine
+		m         *Merged
+		over      PodOverride
+		wantNodes int
+		state     string
+	}{
+		{"fresh merged under the same preset wins", e, merged, PodOverride{}, 3, StateResize},
+		{"another preset: the node's own", e, &Merged{Preset: "vpa", CPU: merged.CPU, Memory: merged.Memory, Nodes: 3, History: 2 * time.Hour}, PodOverride{}, 0, StateResize},
+		{"a pod's target saturation: the node's own", e, merged, PodOverride{TargetSaturation: &ts}, 0, StateResize},
+		{"little local history, merged has enough", young, merged, PodOverride{}, 3, StateResize},
+		{"little history anywhere", young, &Merged{Preset: pol.Preset, CPU: merged.CPU, Memory: merged.Memory, Nodes: 1, History: 20 * time.Minute}, PodOverride{}, 0, StateInsufficientHistory},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := burstable(2, 4, 2048*mib, 4096*mib)
+			c.Merged = tc.m
+			d := Decide(tc.e, Pod{QoS: "Burstable", Containers: []Container{c}, Policies: []*Policy{pol}, Override: tc.over}, now)
+			if d.State != tc.state {
+				t.Fatalf("state %s (%s), want %s", d.State, d.Why, tc.state)
+			}
+			cd := d.Containers[0]
+			if cd.Nodes != tc.wantNodes {
+				t.Fatalf("nodes %d, want %d", cd.Nodes, tc.wantNodes)
+			}
+			if cd.Recommendation == nil {
+				return
+			}
+			isMerged := cd.Recommendation.CPU.Target == 0.75 && cd.Recommendation.CPU.Explain.Mode == ExplainMerged
+			if isMerged != (tc.wantNodes > 0) {
+				t.Fatalf("recommendation %+v, merged expected %v", cd.Recommendation.CPU, tc.wantNodes > 0)
+			}
+			if tc.wantNodes > 0 && (cd.To.Requests.CPU != 0.75 || cd.To.Requests.Memory != 700*mib) {
+				t.Fatalf("applied %+v, want the merged targets", cd.To.Requests)
+			}
+		})
+	}
+	// The usage floor holds under a merged target below usage.
+	c := burstable(2, 4, 2048*mib, 4096*mib)
+	c.Merged = &Merged{Preset: pol.Preset, CPU: merged.CPU, Memory: recommend.Estimate{Target: 50 * mib}, Nodes: 2, History: 2 * time.Hour}
+	d := Decide(e, Pod{QoS: "Burstable", Containers: []Container{c}, Policies: []*Policy{pol}}, now)
+	if got, floor := d.Containers[0].To.Requests.Memory, c.WorkingSet*(1+MemoryMargin); got < floor {
+		t.Fatalf("memory %v MiB below the usage floor %v MiB", got/mib, floor/mib)
+	}
+}

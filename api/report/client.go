@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
@@ -133,15 +134,19 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if tr == nil {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if cfg.CAFile != "" {
-			pem, err := os.ReadFile(cfg.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("report: CA file: %w", err)
+			u, _ := url.Parse(cfg.URL)
+			ca := &caCache{path: cfg.CAFile}
+			// A CA file that is there but holds no certificate is a
+			// configuration error now; one that is not there yet (a
+			// Secret cert-manager has not issued) fails each connection
+			// until it appears.
+			if _, err := ca.pool(); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
 			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("report: CA file %s holds no PEM certificate", cfg.CAFile)
-			}
-			tc.RootCAs = pool
+			// The chain is verified below, against the CA file as it is at
+			// each handshake, so a rotated CA is used without a restart.
+			tc.InsecureSkipVerify = true
+			tc.VerifyConnection = func(cs tls.ConnectionState) error { return ca.verify(cs, u.Hostname()) }
 		}
 		tr = &http.Transport{TLSClientConfig: tc, MaxIdleConns: 2, IdleConnTimeout: 3 * time.Minute, ForceAttemptHTTP2: true}
 	}
@@ -488,6 +493,62 @@ func (r *Recommendations) Index() map[Key]*WorkloadRecommendation {
 		m[r.Items[i].Key] = &r.Items[i]
 	}
 	return m
+}
+
+// caCache re-reads the CA bundle when its size or modification time
+// changes (cert-manager renews it; the kubelet replaces the projected
+// file atomically).
+type caCache struct {
+	mu    sync.Mutex
+	path  string
+	roots *x509.CertPool
+	mtime time.Time
+	size  int64
+}
+
+// maxCABytes bounds a CA bundle.
+const maxCABytes = 1 << 20
+
+func (c *caCache) pool() (*x509.CertPool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fi, err := os.Stat(c.path)
+	if err != nil {
+		return nil, fmt.Errorf("report: CA file: %w", err)
+	}
+	if c.roots != nil && fi.ModTime().Equal(c.mtime) && fi.Size() == c.size {
+		return c.roots, nil
+	}
+	if fi.Size() > maxCABytes {
+		return nil, fmt.Errorf("report: CA file %s: %d bytes, at most %d", c.path, fi.Size(), maxCABytes)
+	}
+	pem, err := os.ReadFile(c.path)
+	if err != nil {
+		return nil, fmt.Errorf("report: CA file: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("report: CA file %s holds no PEM certificate", c.path)
+	}
+	c.roots, c.mtime, c.size = roots, fi.ModTime(), fi.Size()
+	return roots, nil
+}
+
+// verify checks the server's chain against the CA file and host.
+func (c *caCache) verify(cs tls.ConnectionState, host string) error {
+	roots, err := c.pool()
+	if err != nil {
+		return err
+	}
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("report: the aggregator sent no certificate")
+	}
+	inter := x509.NewCertPool()
+	for _, ic := range cs.PeerCertificates[1:] {
+		inter.AddCert(ic)
+	}
+	_, err = cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: host})
+	return err
 }
 
 // tokenCache re-reads the token file when its size or modification time

@@ -2,12 +2,21 @@ package report
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -241,4 +250,70 @@ func TestClientRunBacksOff(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestClientCAFileLater: a CA file that is not there yet (the Secret not
+// issued) fails each send with an error naming it, the report stays
+// buffered, and once the file appears the next send verifies against it;
+// a CA that did not sign the server's certificate is refused.
+func TestClientCAFileLater(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.crt")
+	c, err := NewClient(ClientConfig{URL: srv.URL, CAFile: caFile})
+	if err != nil {
+		t.Fatalf("a missing CA file refused at start: %v", err)
+	}
+	r := &Report{Node: "n1", WindowEnd: t0, PeriodSeconds: 60, Windows: 1}
+	if err := c.Enqueue(r); err != nil {
+		t.Fatal(err)
+	}
+	err = c.Flush(context.Background())
+	var re *RetryError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "ca.crt") || c.Stats().Buffered != 1 {
+		t.Fatalf("without the CA file: %v, %+v", err, c.Stats())
+	}
+	// Another CA (a fresh self-signed certificate) does not verify the server.
+	otherPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: selfSigned(t)})
+	if err := os.WriteFile(caFile, otherPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(context.Background()); !errors.As(err, &re) || c.Stats().Buffered != 1 {
+		t.Fatalf("with a CA that did not sign the server: %v, %+v", err, c.Stats())
+	}
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The same size as before is possible: make the mtime differ too.
+	later := time.Now().Add(time.Second)
+	_ = os.Chtimes(caFile, later, later)
+	if err := c.Flush(context.Background()); err != nil || c.Stats().Accepted != 1 {
+		t.Fatalf("with the CA file: %v, %+v", err, c.Stats())
+	}
+	if err := os.WriteFile(caFile, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewClient(ClientConfig{URL: srv.URL, CAFile: caFile}); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Fatalf("a CA file without a certificate: %v", err)
+	}
+}
+
+// selfSigned is a DER certificate no test server uses.
+func selfSigned(t *testing.T) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "other-ca"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return der
 }
