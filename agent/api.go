@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -138,6 +139,13 @@ func (c *controller) apiHandler() http.Handler {
 		}
 		v, err := c.explain(key)
 		reply(w, v, err)
+	})
+	mux.HandleFunc("GET "+local.PathAggregator, func(w http.ResponseWriter, r *http.Request) {
+		if c.rs == nil || c.rs.rep == nil {
+			reply(w, nil, errors.New("this agent does not report to an aggregator (aggregator.url is empty, or right-sizing is off)"))
+			return
+		}
+		reply(w, c.rs.rep.view(time.Now()), nil)
 	})
 	mux.HandleFunc("GET "+local.PathRecs, func(w http.ResponseWriter, r *http.Request) {
 		out := []local.RecView{}

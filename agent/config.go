@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -61,6 +62,9 @@ type Config struct {
 	// Rightsizing configures sampling, the recommender's state, the usage
 	// history and the OOM watcher.
 	Rightsizing RightsizeConfig `json:"rightsizing,omitempty"`
+	// Aggregator configures the reports to the cluster aggregator; off
+	// while its URL is empty.
+	Aggregator AggregatorConfig `json:"aggregator,omitempty"`
 
 	// Set by flags and the environment, not by the file.
 	NodeName   string `json:"-"`
@@ -109,6 +113,30 @@ type RightsizeConfig struct {
 	ForgetAfter metav1.Duration `json:"forgetAfter,omitempty"`
 }
 
+// AggregatorConfig configures the agent's reports to cgpilot-aggregator
+// and its use of the merged recommendations (flags override the file).
+type AggregatorConfig struct {
+	// URL is the aggregator's HTTPS base URL
+	// (https://cgpilot-aggregator.cgpilot-system.svc); empty: no reports,
+	// the agent's own recommendations only.
+	URL string `json:"url,omitempty"`
+	// CAFile verifies the aggregator's serving certificate; empty: the
+	// system roots.
+	CAFile string `json:"caFile,omitempty"`
+	// TokenFile is the agent's projected service-account token with the
+	// aggregator's audience, re-read when the kubelet rotates it.
+	TokenFile string `json:"tokenFile,omitempty"`
+	// ReportPeriod is the report grid; it must be the aggregator's
+	// --report-period (default 60s).
+	ReportPeriod metav1.Duration `json:"reportPeriod,omitempty"`
+	// MaxBufferBytes bounds the reports kept while the aggregator is away
+	// (default 8 MiB; older reports are merged, not dropped).
+	MaxBufferBytes int `json:"maxBufferBytes,omitempty"`
+}
+
+// on says whether the agent reports.
+func (a AggregatorConfig) on() bool { return a.URL != "" }
+
 // on says whether right-sizing runs.
 func (r RightsizeConfig) on() bool { return r.Enabled == nil || *r.Enabled }
 
@@ -132,6 +160,7 @@ func DefaultConfig() Config {
 			OOMWatch:           "auto",
 			ForgetAfter:        metav1.Duration{Duration: 24 * time.Hour},
 		},
+		Aggregator:  AggregatorConfig{ReportPeriod: metav1.Duration{Duration: time.Minute}, MaxBufferBytes: 8 << 20},
 		HealthAddr:  "127.0.0.1:9464",
 		SocketPath:  local.DefaultSocket,
 		SysRoot:     "/sys",
@@ -224,10 +253,36 @@ func (c Config) Validate() error {
 	default:
 		return bad("rightsizing.oomWatch", rs.OOMWatch, "want auto, bpf, counters or off")
 	}
+	if err := c.Aggregator.validate(bad); err != nil {
+		return err
+	}
 	for _, ns := range append(append([]string{}, c.ManagedNamespaces...), c.IgnoredNamespaces...) {
 		if ns == "" {
 			return bad("namespaces", `""`, "empty namespace name")
 		}
+	}
+	return nil
+}
+
+func (a AggregatorConfig) validate(bad func(string, any, string) error) error {
+	p := a.ReportPeriod.Duration
+	switch {
+	case p < 10*time.Second || p > time.Hour || p%time.Second != 0 || (24*time.Hour)%p != 0:
+		return bad("aggregator.reportPeriod", p, "want whole seconds from 10s to 1h that divide a day, the aggregator's --report-period")
+	case a.MaxBufferBytes < 64<<10 || a.MaxBufferBytes > 1<<30:
+		return bad("aggregator.maxBufferBytes", a.MaxBufferBytes, "want 64 KiB to 1 GiB")
+	case a.URL == "":
+		return nil
+	}
+	u, err := url.Parse(a.URL)
+	if err != nil || u.Scheme != "https" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return bad("aggregator.url", a.URL, "want https://host[:port] (the agent sends its token only over TLS)")
+	}
+	if a.TokenFile == "" || !filepath.IsAbs(a.TokenFile) {
+		return bad("aggregator.tokenFile", a.TokenFile, "want the absolute path of the projected token (audience cgpilot-aggregator)")
+	}
+	if a.CAFile != "" && !filepath.IsAbs(a.CAFile) {
+		return bad("aggregator.caFile", a.CAFile, "want an absolute path or empty (the system roots)")
 	}
 	return nil
 }

@@ -26,6 +26,13 @@ func TestLoadConfigFile(t *testing.T) {
 	if c.manages("kube-system") || !c.manages("a") || c.manages("c") {
 		t.Fatal("namespace rules")
 	}
+	if c.Aggregator.on() || c.Aggregator.ReportPeriod.Duration != time.Minute {
+		t.Fatalf("aggregator defaults: %+v", c.Aggregator)
+	}
+	os.WriteFile(path, []byte("aggregator: {url: \"https://cgpilot-aggregator.cgpilot-system.svc\", tokenFile: /var/run/t, caFile: /etc/ca.crt, reportPeriod: 30s}\n"), 0o600)
+	if c, err = LoadConfigFile(path); err != nil || !c.Aggregator.on() || c.Aggregator.ReportPeriod.Duration != 30*time.Second {
+		t.Fatalf("aggregator section: %+v %v", c.Aggregator, err)
+	}
 }
 
 func TestConfigInvalid(t *testing.T) {
@@ -48,6 +55,13 @@ func TestConfigInvalid(t *testing.T) {
 		{"reserved is everything", "cpus: 0-1\nreservedCPUs: 0-1\n", "reservedCPUs"},
 		{"bad cpus", "cpus: x\n", "cpus"},
 		{"not yaml", "{{{", ""},
+		{"aggregator over http", "aggregator: {url: \"http://agg:80\", tokenFile: /t}\n", "aggregator.url"},
+		{"aggregator with a path", "aggregator: {url: \"https://agg/v1\", tokenFile: /t}\n", "aggregator.url"},
+		{"aggregator without a token", "aggregator: {url: \"https://agg\"}\n", "aggregator.tokenFile"},
+		{"aggregator relative CA", "aggregator: {url: \"https://agg\", tokenFile: /t, caFile: ca.crt}\n", "aggregator.caFile"},
+		{"report period not dividing a day", "aggregator: {reportPeriod: 7s}\n", "aggregator.reportPeriod"},
+		{"report period too long", "aggregator: {reportPeriod: 2h}\n", "aggregator.reportPeriod"},
+		{"report buffer too small", "aggregator: {maxBufferBytes: 10}\n", "aggregator.maxBufferBytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "c.yaml")

@@ -152,10 +152,11 @@ func (a *applier) applyOne(ctx context.Context, key string) error {
 				return err // retried shortly
 			}
 			done()
-			a.report(ref, ch, stateFailed, err)
+			a.report(pod, ref, ch, stateFailed, err)
 			return nil
 		}
 		done()
+		a.r.reportAdjusted(pod, ch, "")
 		a.c.metrics.resizes.WithLabelValues("cgroups").Inc()
 		a.r.setState(ch.uid, stateCgroups, "the cluster has no pods/resize: written to the cgroups; the scheduler does not see this change", true)
 		a.c.events.emit(ref, pools.Event{Reason: "ResizedCgroups", Message: ch.summary + " (written to the cgroups: the cluster has no pods/resize)"})
@@ -164,13 +165,14 @@ func (a *applier) applyOne(ctx context.Context, key string) error {
 	body, err := resizePatch(pod, ch.containers)
 	if err != nil {
 		done()
-		a.report(ref, ch, stateFailed, err)
+		a.report(pod, ref, ch, stateFailed, err)
 		return nil
 	}
 	err = a.c.kube.PatchPod(ctx, ns, name, types.StrategicMergePatchType, body, fieldManager, "resize")
 	switch {
 	case err == nil:
 		done()
+		a.r.reportAdjusted(pod, ch, "")
 		a.c.metrics.resizes.WithLabelValues("accepted").Inc()
 		a.c.metrics.resizeTime.WithLabelValues("accepted").Observe(time.Since(ch.decided).Seconds())
 		a.mu.Lock()
@@ -193,14 +195,15 @@ func (a *applier) applyOne(ctx context.Context, key string) error {
 		// The API server refused this change: retried at the next step
 		// with a fresh decision, not in a loop.
 		done()
-		a.report(ref, ch, stateFailed, err)
+		a.report(pod, ref, ch, stateFailed, err)
 		return nil
 	}
 	return err // the API server away: retried with backoff
 }
 
-func (a *applier) report(ref *podRef, ch change, state string, err error) {
+func (a *applier) report(pod *corev1.Pod, ref *podRef, ch change, state string, err error) {
 	a.c.metrics.resizes.WithLabelValues("failed").Inc()
+	a.r.reportAdjusted(pod, ch, err.Error())
 	a.r.setState(ch.uid, state, err.Error(), false)
 	a.c.events.emit(ref, pools.Event{Warning: true, Reason: "ResizeFailed", Message: ch.summary + ": " + err.Error()})
 }

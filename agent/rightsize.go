@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"sort"
@@ -45,6 +47,8 @@ type rightsizer struct {
 	oom    *oomwatch.Watcher
 	owners *ownerCache
 	apply  *applier
+	// rep reports to the cluster aggregator; nil when it is off.
+	rep *reporter
 	// policiesP holds the policy index once the RightsizePolicy CRD is
 	// served (nil before): read by the workers, set by the sweep.
 	policiesP   atomic.Pointer[policyIndex]
@@ -100,6 +104,10 @@ type rsPod struct {
 	// a step decision while the kill is recent.
 	oomFloor      map[string]float64
 	oomFloorUntil time.Time
+	// original are the requests the pod had when the agent first saw it
+	// (or as its recommendation annotation remembers them): the "before"
+	// of the capacity right-sizing released.
+	original map[string]rightsize.Requirements
 }
 
 type rsContainer struct {
@@ -181,7 +189,7 @@ func (r *rightsizer) track(ctx context.Context, p *corev1.Pod, info pools.Pod) {
 	defer r.mu.Unlock()
 	rp := r.pods[string(p.UID)]
 	if rp == nil {
-		rp = &rsPod{ref: podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}}
+		rp = &rsPod{ref: podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}, original: originalOf(p)}
 		r.pods[string(p.UID)] = rp
 	}
 	rp.workload, rp.qos = wl, info.QoS
@@ -345,7 +353,9 @@ func (r *rightsizer) decide(p *corev1.Pod, now time.Time) {
 	if !(rp.state == stateResized && d.State == rightsize.StateUnchanged) {
 		rp.state, rp.reason = d.State, d.Why
 	}
+	original := maps.Clone(rp.original)
 	r.mu.Unlock()
+	r.rep.describe(in, d, original)
 	ref := &podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}
 	switch {
 	case d.Warning && (prev.State != d.State || prev.Why != d.Why):
@@ -394,6 +404,7 @@ func (r *rightsizer) input(p *corev1.Pod, now time.Time) (rightsize.Pod, time.Du
 			s := r.last[ctr.id]
 			c.Usage, c.WorkingSet = s.usage, s.workingSet
 		}
+		c.Merged = r.rep.mergedFor(c.Key, now)
 		if f := rp.oomFloor[spec.Name]; f > 0 && now.Before(rp.oomFloorUntil) {
 			// A recent OOM bump: memory stays at least where it was raised.
 			c.WorkingSet = math.Max(c.WorkingSet, f/(1+rightsize.MemoryMargin))
@@ -473,6 +484,37 @@ func (r *rightsizer) annotate(p *corev1.Pod) {
 	r.c.statusQ.Add(recKeyPrefix + key)
 }
 
+// sourceAggregator is the annotation's source of a merged recommendation.
+const sourceAggregator = "aggregator"
+
+// originalOf is the pod's requests before right-sizing: as its
+// recommendation annotation remembers them, else its spec's now.
+func originalOf(p *corev1.Pod) map[string]rightsize.Requirements {
+	var prev local.Recommendation
+	if v := p.Annotations[v1alpha1.AnnotationRecommendation]; v != "" && len(v) <= local.MaxAnnotationBytes {
+		_ = json.Unmarshal([]byte(v), &prev) // unreadable: the spec's values
+	}
+	remembered := map[string]local.ContainerRecommendation{}
+	for _, c := range prev.Containers {
+		remembered[c.Name] = c
+	}
+	out := make(map[string]rightsize.Requirements, len(p.Spec.Containers))
+	for _, spec := range p.Spec.Containers {
+		req, lim := requirementsOf(spec.Resources)
+		o := rightsize.Requirements{Requests: req, Limits: lim}
+		if c, ok := remembered[spec.Name]; ok && c.CPU != nil && c.Memory != nil {
+			cpu, errC := resource.ParseQuantity(c.CPU.Original)
+			mem, errM := resource.ParseQuantity(c.Memory.Original)
+			if errC == nil && errM == nil && cpu.Sign() >= 0 && mem.Sign() >= 0 {
+				o.Requests = rightsize.Resources{CPU: float64(milliOf(cpu)) / 1000, Memory: float64(mem.Value())}
+				o.Limits = rightsize.Resources{} // not remembered
+			}
+		}
+		out[spec.Name] = o
+	}
+	return out
+}
+
 // recKeyPrefix marks recommendation annotation keys on the status queue.
 const recKeyPrefix = "rec\x00"
 
@@ -486,11 +528,17 @@ func recommendationOf(rp *rsPod) local.Recommendation {
 	}
 	for _, cd := range d.Containers {
 		cr := local.ContainerRecommendation{Name: cd.Name}
+		if cd.Nodes > 0 {
+			cr.Source, cr.Nodes = sourceAggregator, cd.Nodes
+		}
 		if rec := cd.Recommendation; rec != nil {
 			cr.CPU = &local.ResourceRecommendation{Target: local.FormatCPU(rec.CPU.Target), Lower: local.FormatCPU(rec.CPU.Lower), Upper: local.FormatCPU(rec.CPU.Upper),
 				Request: local.FormatCPU(cd.From.Requests.CPU), Note: cd.CPUNote, Explain: rec.CPU.Explain.String()}
 			cr.Memory = &local.ResourceRecommendation{Target: local.FormatMemory(rec.Memory.Target), Lower: local.FormatMemory(rec.Memory.Lower), Upper: local.FormatMemory(rec.Memory.Upper),
 				Request: local.FormatMemory(cd.From.Requests.Memory), Note: cd.MemoryNote, Explain: rec.Memory.Explain.String()}
+			if o, ok := rp.original[cd.Name]; ok {
+				cr.CPU.Original, cr.Memory.Original = local.FormatCPU(o.Requests.CPU), local.FormatMemory(o.Requests.Memory)
+			}
 			if cd.From.Limits.CPU > 0 {
 				cr.CPU.Limit = local.FormatCPU(cd.From.Limits.CPU)
 			}
@@ -591,7 +639,14 @@ func (c *controller) newRightsizer() error {
 		}
 	}
 	r := newRightsizer(c, engine, nil, hist, oom)
-	r.coll = collector.New(collector.Options{Interval: rc.SampleInterval.Duration, Registerer: c.metrics.reg, Sinks: []collector.Sink{engine, hist, r}})
+	sinks := []collector.Sink{engine, hist, r}
+	if c.cfg.Aggregator.on() {
+		if r.rep, err = newReporter(c); err != nil {
+			return err
+		}
+		sinks = append(sinks, r.rep)
+	}
+	r.coll = collector.New(collector.Options{Interval: rc.SampleInterval.Duration, Registerer: c.metrics.reg, Sinks: sinks})
 	r.apply = newApplier(c, false)
 	r.apply.r = r
 	c.rs = r
@@ -623,6 +678,10 @@ func (r *rightsizer) start(ctx context.Context) {
 		r.c.spawn(func() { r.oomLoop(ctx) })
 	}
 	r.c.spawn(func() { r.checkpointLoop(ctx, r.c.cfg.Rightsizing.CheckpointInterval.Duration) })
+	if r.rep != nil {
+		r.c.log.Info("reporting to the aggregator", "url", r.c.cfg.Aggregator.URL, "period", r.rep.period.String())
+		r.c.spawn(func() { r.rep.run(ctx) })
+	}
 }
 
 // watchPolicies starts the RightsizePolicy and namespace informers once the
@@ -703,6 +762,7 @@ func (r *rightsizer) forgetGone(now time.Time) {
 			r.running[key] = now
 		case now.Sub(last) > after:
 			r.engine.Forget(key)
+			r.rep.forget(key)
 			delete(r.running, key)
 			r.c.log.V(1).Info("histograms forgotten: no pod of this node ran the workload container", "key", key, "for", after.String())
 		}

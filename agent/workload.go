@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cgpilot/cgpilot/agent/kube"
+	"github.com/cgpilot/cgpilot/api/report"
 )
 
 // workload.go: which workload a pod belongs to, so the pods of one
@@ -61,21 +62,28 @@ func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
 	return nil
 }
 
-// workloadOf resolves p's workload. When the API is away it falls back to
-// the direct controller (the ReplicaSet or Job), which is stable for the
-// pod's life, so samples are never lost.
+// workloadOf resolves p's workload by report.WorkloadOf, the rule the
+// aggregator shares. When the API is away the ReplicaSet's owner is read
+// from the pod-template-hash naming, else the direct controller (the
+// ReplicaSet or Job), which is stable for the pod's life: samples are
+// never lost.
 func (o *ownerCache) workloadOf(ctx context.Context, p *corev1.Pod) workloadRef {
 	ref := controllerOf(p.OwnerReferences)
-	if ref == nil {
-		return workloadRef(p.Namespace + "/Pod/" + p.Name)
+	var owner *report.Owner
+	if ref != nil {
+		owner = &report.Owner{Kind: ref.Kind, Name: ref.Name}
 	}
-	kind, name := ref.Kind, ref.Name
-	if kind == "ReplicaSet" || kind == "Job" {
-		if parent, ok := o.parent(ctx, p.Namespace, ref); ok {
-			kind, name = parent.kind, parent.name
+	parent := func(kind, name string) (*report.Owner, bool) {
+		pr, ok := o.parent(ctx, p.Namespace, ref)
+		switch {
+		case !ok:
+			return nil, false
+		case pr.kind == ref.Kind && pr.name == ref.Name:
+			return nil, true // known, with no controller of its own
 		}
+		return &report.Owner{Kind: pr.kind, Name: pr.name}, true
 	}
-	return workloadRef(p.Namespace + "/" + kind + "/" + name)
+	return workloadRef(report.WorkloadOf(p.Namespace, p.Name, owner, p.Labels, parent).String())
 }
 
 func (o *ownerCache) parent(ctx context.Context, ns string, ref *metav1.OwnerReference) (parentRef, bool) {

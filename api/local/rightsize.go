@@ -18,6 +18,36 @@ const PathRecs = "/v1/recs"
 // PathHistory streams the node's usage history as a trace CSV (?since=7d).
 const PathHistory = "/v1/history"
 
+// PathAggregator answers AggregatorView: the agent's reports to the
+// cluster aggregator (404 when it does not report).
+const PathAggregator = "/v1/aggregator"
+
+// AggregatorView is how the agent's reports to the aggregator go.
+type AggregatorView struct {
+	URL           string `json:"url"`
+	PeriodSeconds int    `json:"periodSeconds"`
+	// Reports accepted, answered as duplicates, refused for good, and
+	// failed attempts (retried); Coalesced: buffered reports merged while
+	// the aggregator was away, DroppedEvents the events that merging
+	// could not keep.
+	Accepted      int `json:"accepted"`
+	Duplicates    int `json:"duplicates"`
+	Rejected      int `json:"rejected"`
+	Failures      int `json:"failures"`
+	Coalesced     int `json:"coalesced"`
+	DroppedEvents int `json:"droppedEvents"`
+	// Buffered reports (and bytes) waiting for the aggregator.
+	Buffered      int    `json:"buffered"`
+	BufferedBytes int    `json:"bufferedBytes"`
+	LastError     string `json:"lastError,omitempty"`
+	// Merged recommendations last fetched, how many are fresh (used in
+	// decisions), when, and the last fetch error.
+	Merged     int        `json:"merged"`
+	Fresh      int        `json:"fresh"`
+	Fetched    *time.Time `json:"fetched,omitempty"`
+	FetchError string     `json:"fetchError,omitempty"`
+}
+
 // Recommendation is the JSON of the cgpilot.io/recommendation annotation.
 type Recommendation struct {
 	Policy string `json:"policy,omitempty"`
@@ -34,7 +64,11 @@ type Recommendation struct {
 
 // ContainerRecommendation is one container's part of a Recommendation.
 type ContainerRecommendation struct {
-	Name   string                  `json:"name"`
+	Name string `json:"name"`
+	// Source is "aggregator" when the targets are the cluster
+	// aggregator's, merged from Nodes nodes' samples; empty: the node's own.
+	Source string                  `json:"source,omitempty"`
+	Nodes  int                     `json:"nodes,omitempty"`
 	CPU    *ResourceRecommendation `json:"cpu,omitempty"`
 	Memory *ResourceRecommendation `json:"memory,omitempty"`
 }
@@ -47,9 +81,12 @@ type ResourceRecommendation struct {
 	Lower   string `json:"lower"`
 	Upper   string `json:"upper"`
 	Request string `json:"request,omitempty"` // in force (the pod spec)
-	Limit   string `json:"limit,omitempty"`
-	Next    string `json:"next,omitempty"` // the request being set
-	Note    string `json:"note,omitempty"`
+	// Original is the request the pod had when the agent first decided
+	// for it, before any right-sizing: kept across restarts here.
+	Original string `json:"original,omitempty"`
+	Limit    string `json:"limit,omitempty"`
+	Next     string `json:"next,omitempty"` // the request being set
+	Note     string `json:"note,omitempty"`
 	// Explain: the objective, percentile and margin the target came from
 	// and the realised violation rate.
 	Explain string `json:"explain,omitempty"`

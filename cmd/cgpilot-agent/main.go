@@ -53,6 +53,9 @@ func run(args []string, stderr io.Writer) int {
 	cgroupRoot := fs.String("cgroup-root", "", "cgroup mount point (overrides the config file)")
 	cgroupParent := fs.String("cgroup-parent", "", "kubepods cgroup path from each hierarchy root (overrides the config file)")
 	checkpoint := fs.String("checkpoint", "", "checkpoint file (overrides the config file)")
+	aggURL := fs.String("aggregator-url", "", "cgpilot-aggregator's HTTPS base URL (overrides aggregator.url of the config file); reports are off while it is empty")
+	aggCA := fs.String("aggregator-ca-file", "", "PEM bundle verifying the aggregator's serving certificate (overrides aggregator.caFile)")
+	aggToken := fs.String("aggregator-token-file", "", "the agent's projected service-account token for the aggregator, audience cgpilot-aggregator (overrides aggregator.tokenFile)")
 	workers := fs.Int("workers", def.WorkerCount, "reconcile workers")
 	debug := fs.Bool("debug", false, "debug logging")
 	profiling := fs.Bool("profiling", false, "serve Go's /debug/pprof on the health address (127.0.0.1)")
@@ -84,7 +87,8 @@ func run(args []string, stderr io.Writer) int {
 	for _, o := range []struct {
 		v   string
 		dst *string
-	}{{*cgroupRoot, &cfg.CgroupRoot}, {*cgroupParent, &cfg.CgroupParent}, {*checkpoint, &cfg.CheckpointPath}} {
+	}{{*cgroupRoot, &cfg.CgroupRoot}, {*cgroupParent, &cfg.CgroupParent}, {*checkpoint, &cfg.CheckpointPath},
+		{*aggURL, &cfg.Aggregator.URL}, {*aggCA, &cfg.Aggregator.CAFile}, {*aggToken, &cfg.Aggregator.TokenFile}} {
 		if o.v != "" {
 			*o.dst = o.v
 		}
