@@ -74,7 +74,7 @@ func (r *rightsizer) onOOM(ev oomwatch.Event) {
 	usage := max(c.Spec.Limits.Memory, c.Usage)
 	key := string(workload) + "/" + ref.container
 	r.engine.RecordOOM(key, recommend.OOMEvent{Time: ev.Time, UsageBytes: usage, LimitBytes: c.Spec.Limits.Memory, RequestBytes: c.Spec.Requests.Memory})
-	r.rep.oomKilled(key, keyOf(p.Namespace, p.Name), ev.Time, usage, c.Spec.Limits.Memory, c.Spec.Requests.Memory)
+	r.rep.oomKilled(key, p.Name, ev.Time, usage, c.Spec.Limits.Memory, c.Spec.Requests.Memory)
 	victim := fmt.Sprintf("pid %d %q", ev.PID, ev.Comm)
 	if ev.PID == 0 {
 		victim = "seen by the cgroup's OOM counter: process unknown"

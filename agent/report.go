@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
 	corev1 "k8s.io/api/core/v1"
 
@@ -76,7 +77,37 @@ func newReporter(c *controller) (*reporter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, c.cfg.ProcRoot, err)
 	}
-	return &reporter{c: c, client: client, b: b, period: ac.ReportPeriod.Duration, proc: fs, sampleInterval: c.cfg.Rightsizing.SampleInterval.Duration}, nil
+	rp := &reporter{c: c, client: client, b: b, period: ac.ReportPeriod.Duration, proc: fs, sampleInterval: c.cfg.Rightsizing.SampleInterval.Duration}
+	rp.register(c.metrics.reg)
+	return rp, nil
+}
+
+// register exports the client's counters, read at each scrape.
+func (rp *reporter) register(reg prometheus.Registerer) {
+	stat := func(f func(report.Stats) int) func() float64 {
+		return func() float64 { return float64(f(rp.client.Stats())) }
+	}
+	for _, r := range []struct {
+		result string
+		f      func(report.Stats) int
+	}{
+		{"accepted", func(s report.Stats) int { return s.Accepted }},
+		{"duplicate", func(s report.Stats) int { return s.Duplicates }},
+		{"rejected", func(s report.Stats) int { return s.Rejected }},
+		{"failed", func(s report.Stats) int { return s.Failures }},
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cgpilot_aggregator_reports_total",
+			Help:        "Reports to the aggregator by result: accepted, duplicate (it had them), rejected (refused for good, dropped), failed (attempts retried).",
+			ConstLabels: prometheus.Labels{"result": r.result}}, stat(r.f)))
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cgpilot_aggregator_buffered_reports", Help: "Reports waiting for the aggregator to accept them."},
+			stat(func(s report.Stats) int { return s.Buffered })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cgpilot_aggregator_buffered_bytes", Help: "Bytes of the reports waiting for the aggregator."},
+			stat(func(s report.Stats) int { return s.BufferedBytes })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cgpilot_aggregator_merged_fresh", Help: "Merged recommendations fresh enough to be used in decisions."},
+			func() float64 { return float64(rp.view(time.Now()).Fresh) }),
+	)
 }
 
 // reportKey parses a collector key ("ns/Kind/name/container").
@@ -223,15 +254,19 @@ func (rp *reporter) forget(key string) {
 	}
 }
 
-// oomKilled records an OOM kill for the next report.
+// oomKilled records an OOM kill of pod (its name; the namespace is the
+// key's) for the next report.
 func (rp *reporter) oomKilled(key, pod string, at time.Time, usage, limit, request float64) {
 	if rp == nil {
 		return
 	}
 	if k, ok := reportKey(key); ok {
 		rp.mu.Lock()
-		rp.b.OOM(report.OOMKill{Key: k, Pod: pod, Time: at.UTC(), UsageBytes: usage, LimitBytes: limit, RequestBytes: request})
+		err := rp.b.OOM(report.OOMKill{Key: k, Pod: pod, Time: at.UTC(), UsageBytes: usage, LimitBytes: limit, RequestBytes: request})
 		rp.mu.Unlock()
+		if err != nil {
+			rp.c.log.Error(err, "an OOM kill left out of the report")
+		}
 	}
 }
 
@@ -259,7 +294,9 @@ func (rp *reporter) adjusted(key, pod string, at time.Time, from, to rightsize.R
 		if x.from == x.to {
 			continue
 		}
-		rp.b.Adjusted(report.Adjustment{Key: k, Pod: pod, Time: at.UTC(), Resource: x.res, From: x.from, To: x.to, Reason: reason, Error: errText})
+		if err := rp.b.Adjusted(report.Adjustment{Key: k, Pod: pod, Time: at.UTC(), Resource: x.res, From: x.from, To: x.to, Reason: reason, Error: errText}); err != nil {
+			rp.c.log.Error(err, "an adjustment left out of the report")
+		}
 	}
 }
 
@@ -358,7 +395,7 @@ func (rp *reporter) mergedFor(key string, now time.Time) *rightsize.Merged {
 		return nil
 	}
 	w := idx.byKey[key]
-	if w == nil || !now.Before(w.FreshUntil) || w.CPU.Target <= 0 || w.Memory.Target <= 0 {
+	if _, fresh := report.Prefer(w, report.Recommendation{}, now); !fresh {
 		return nil
 	}
 	m := &rightsize.Merged{Preset: w.Preset, Nodes: w.Nodes,
@@ -419,6 +456,6 @@ func (r *rightsizer) reportAdjusted(p *corev1.Pod, ch change, errText string) {
 			continue
 		}
 		req, lim := requirementsOf(spec.Resources)
-		r.rep.adjusted(string(wl)+"/"+spec.Name, keyOf(p.Namespace, p.Name), time.Now(), rightsize.Requirements{Requests: req, Limits: lim}, to, reason, errText)
+		r.rep.adjusted(string(wl)+"/"+spec.Name, p.Name, time.Now(), rightsize.Requirements{Requests: req, Limits: lim}, to, reason, errText)
 	}
 }

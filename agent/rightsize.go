@@ -532,10 +532,15 @@ func recommendationOf(rp *rsPod) local.Recommendation {
 			cr.Source, cr.Nodes = sourceAggregator, cd.Nodes
 		}
 		if rec := cd.Recommendation; rec != nil {
+			cpuWhy, memWhy := rec.CPU.Explain.String(), rec.Memory.Explain.String()
+			if cd.Nodes > 0 { // how the aggregator chose it is its to explain
+				cpuWhy = fmt.Sprintf("merged by the aggregator from %d node(s)", cd.Nodes)
+				memWhy = cpuWhy
+			}
 			cr.CPU = &local.ResourceRecommendation{Target: local.FormatCPU(rec.CPU.Target), Lower: local.FormatCPU(rec.CPU.Lower), Upper: local.FormatCPU(rec.CPU.Upper),
-				Request: local.FormatCPU(cd.From.Requests.CPU), Note: cd.CPUNote, Explain: rec.CPU.Explain.String()}
+				Request: local.FormatCPU(cd.From.Requests.CPU), Note: cd.CPUNote, Explain: cpuWhy}
 			cr.Memory = &local.ResourceRecommendation{Target: local.FormatMemory(rec.Memory.Target), Lower: local.FormatMemory(rec.Memory.Lower), Upper: local.FormatMemory(rec.Memory.Upper),
-				Request: local.FormatMemory(cd.From.Requests.Memory), Note: cd.MemoryNote, Explain: rec.Memory.Explain.String()}
+				Request: local.FormatMemory(cd.From.Requests.Memory), Note: cd.MemoryNote, Explain: memWhy}
 			if o, ok := rp.original[cd.Name]; ok {
 				cr.CPU.Original, cr.Memory.Original = local.FormatCPU(o.Requests.CPU), local.FormatMemory(o.Requests.Memory)
 			}

@@ -138,6 +138,12 @@ func Info(p *v1alpha1.RightsizePolicy) state.PolicyInfo {
 		return o
 	}
 	pi.Overrides = recommend.Overrides{CPU: conv(p.Spec.CPU), Memory: conv(p.Spec.Memory)}
+	if p.Spec.MinHistory != nil {
+		// As the agents read it (the API server defaults it to 24h): a
+		// merged recommendation exists from the history the policy asks.
+		mh := recommend.Duration(p.Spec.MinHistory.Duration)
+		pi.Overrides.MinHistory = &mh
+	}
 	return pi
 }
 

@@ -161,24 +161,35 @@ func (b *Builder) SetNode(u NodeUsage) { b.usage = u }
 // SetPools sets the CPU pools' state (nil: no pools).
 func (b *Builder) SetPools(p *Pools) { b.pools = p }
 
-// OOM records an OOM kill for the next report.
-func (b *Builder) OOM(k OOMKill) {
+// OOM records an OOM kill for the next report. One the aggregator would
+// refuse (a bad name, no time) is not recorded: the error says why, and
+// the report it would have spoilt goes out without it.
+func (b *Builder) OOM(k OOMKill) error {
+	if err := k.validate(); err != nil {
+		return fmt.Errorf("OOM kill of %s: %w", k.Key, err)
+	}
 	if len(b.oom) >= MaxOOMKills {
 		b.oom = b.oom[1:]
 		b.dropped++
 	}
 	b.oom = append(b.oom, k)
+	return nil
 }
 
 // Adjusted records an adjustment (applied, or failed with Error) for the
-// next report; the error text is truncated to its bound.
-func (b *Builder) Adjusted(a Adjustment) {
+// next report; the error text is truncated to its bound. One the
+// aggregator would refuse is not recorded, as with OOM.
+func (b *Builder) Adjusted(a Adjustment) error {
 	a.Error = truncate(a.Error, maxError-len("…"))
+	if err := a.validate(); err != nil {
+		return fmt.Errorf("adjustment of %s: %w", a.Key, err)
+	}
 	if len(b.adj) >= MaxAdjustments {
 		b.adj = b.adj[1:]
 		b.dropped++
 	}
 	b.adj = append(b.adj, a)
+	return nil
 }
 
 // Dropped is how many events (OOM kills, adjustments) were dropped

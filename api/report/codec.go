@@ -236,16 +236,7 @@ func Validate(r *Report) ([]ContainerCounts, error) {
 		counts[i] = cc
 	}
 	for i, k := range r.OOMKills {
-		if err := k.Key.Validate(); err != nil {
-			return nil, fmt.Errorf("oomKills[%d]: %w", i, err)
-		}
-		if err := checkName("pod", k.Pod, 253, dnsSubdomain); err != nil {
-			return nil, fmt.Errorf("oomKills[%d]: %w", i, err)
-		}
-		if k.Time.IsZero() {
-			return nil, bad("oomKills[%d]: time missing", i)
-		}
-		if err := checkAmounts("oomKill", k.UsageBytes, k.LimitBytes, k.RequestBytes); err != nil {
+		if err := k.validate(); err != nil {
 			return nil, fmt.Errorf("oomKills[%d]: %w", i, err)
 		}
 	}
@@ -326,6 +317,19 @@ func decodeCounts(data []byte, o recommend.HistogramOptions) (*recommend.Counts,
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	return c, nil
+}
+
+func (k *OOMKill) validate() error {
+	if err := k.Key.Validate(); err != nil {
+		return err
+	}
+	if err := checkName("pod", k.Pod, 253, dnsSubdomain); err != nil {
+		return err
+	}
+	if k.Time.IsZero() {
+		return fmt.Errorf("%w: time missing", ErrMalformed)
+	}
+	return checkAmounts("oomKill", k.UsageBytes, k.LimitBytes, k.RequestBytes)
 }
 
 func (a *Adjustment) validate() error {

@@ -227,3 +227,43 @@ func TestWorkloadOf(t *testing.T) {
 		}
 	}
 }
+
+// TestBuilderRefusesWhatTheAggregatorWould: an event the aggregator's
+// decoder would refuse is not recorded (its error says why), so it never
+// spoils the window's report.
+func TestBuilderRefusesWhatTheAggregatorWould(t *testing.T) {
+	b, err := NewBuilder(BuilderConfig{Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Sample(webApp, "web-1", t0.Add(time.Second), 0.5, 1e8)
+	for _, err := range []error{
+		b.Adjusted(Adjustment{Key: webApp, Pod: "shop/web-1", Time: t0, Resource: ResourceCPU, From: 1, To: 0.5, Reason: ReasonRecommendation}),
+		b.Adjusted(Adjustment{Key: webApp, Pod: "web-1", Resource: ResourceCPU, From: 1, To: 0.5, Reason: ReasonRecommendation}),
+		b.Adjusted(Adjustment{Key: webApp, Pod: "web-1", Time: t0, Resource: "gpu", From: 1, To: 0.5, Reason: ReasonRecommendation}),
+		b.OOM(OOMKill{Key: webApp, Pod: "shop/web-1", Time: t0, UsageBytes: 1}),
+		b.OOM(OOMKill{Key: webApp, Pod: "web-1", Time: t0, UsageBytes: -1}),
+	} {
+		if !errors.Is(err, ErrMalformed) {
+			t.Errorf("recorded, or refused without ErrMalformed: %v", err)
+		}
+	}
+	if err := b.Adjusted(Adjustment{Key: webApp, Pod: "web-1", Time: t0, Resource: ResourceCPU, From: 1, To: 0.5, Reason: ReasonRecommendation}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.OOM(OOMKill{Key: webApp, Pod: "web-1", Time: t0, UsageBytes: 1e8, LimitBytes: 1e8}); err != nil {
+		t.Fatal(err)
+	}
+	rs := b.Cut(t0.Add(time.Minute))
+	if len(rs) != 1 || len(rs[0].Adjustments) != 1 || len(rs[0].OOMKills) != 1 {
+		t.Fatalf("reports %+v", rs)
+	}
+	rs[0].APIVersion, rs[0].Agent, rs[0].Sequence = APIVersion, Agent{ID: "a", Started: t0}, 1
+	body, err := Encode(rs[0], false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(bytes.NewReader(body), ""); err != nil {
+		t.Fatalf("the aggregator's decoder refuses the report: %v", err)
+	}
+}
