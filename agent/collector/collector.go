@@ -67,7 +67,9 @@ type Options struct {
 
 // target is a Target with its held files and the previous reading.
 type target struct {
-	Target
+	// desc is never changed once set, only replaced: sinks read the
+	// samples' Target after the round's lock is released.
+	desc     *Target
 	r        *cgroup.Reader
 	prev     cgroup.Stats
 	prevTime time.Time
@@ -109,7 +111,10 @@ func (c *Collector) Set(uid string, ts []Target) error {
 	for _, t := range ts {
 		keep[t.ID] = true
 		if cur, ok := c.targets[t.ID]; ok {
-			cur.Target = t // the key may change with the pod's owner
+			if *cur.desc != t {
+				d := t // the key may change with the pod's owner
+				cur.desc = &d
+			}
 			ids = append(ids, t.ID)
 			continue
 		}
@@ -120,7 +125,8 @@ func (c *Collector) Set(uid string, ts []Target) error {
 			}
 			continue
 		}
-		c.targets[t.ID] = &target{Target: t, r: r}
+		d := t
+		c.targets[t.ID] = &target{desc: &d, r: r}
 		ids = append(ids, t.ID)
 	}
 	for _, id := range c.byPod[uid] {
@@ -207,7 +213,7 @@ func (c *Collector) Collect() []Sample {
 			continue
 		}
 		if t.have {
-			s := Sample{Target: &t.Target, Time: now}
+			s := Sample{Target: t.desc, Time: now}
 			dt := now.Sub(t.prevTime)
 			ok := true
 			for _, col := range collectors {

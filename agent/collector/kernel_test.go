@@ -149,3 +149,49 @@ func BenchmarkCollect1000(b *testing.B) {
 	b.ReportMetric(float64(perRound.Microseconds())/1000, "cpu-ms/round")
 	b.ReportMetric(perRound.Seconds()/10*100, "core-%-at-10s")
 }
+
+type keySink struct{ keys []string }
+
+func (s *keySink) Round(_ time.Time, samples []Sample) {
+	for i := range samples {
+		s.keys = append(s.keys, samples[i].Target.Key)
+	}
+}
+
+// TestKernelKeyChangeDuringRound: a pod's key changing (its owner
+// resolved) while sinks read a round does not touch what they read: each
+// sample's Target stays as it was when the round sampled it (run with
+// -race, as the kernel tier does).
+func TestKernelKeyChangeDuringRound(t *testing.T) {
+	tier.Kernel(t)
+	sb := cgtest.New(t, "cpu", "cpuacct", "memory")
+	rel, _ := sb.MkdirPod("cgroupfs", "Burstable", "web", "app")
+	sink := &keySink{}
+	c := New(Options{Sinks: []Sink{sink}})
+	tg := containerTarget(t, sb, "web", rel+"/app")
+	if err := c.Set("web", []Target{tg}); err != nil {
+		t.Fatal(err)
+	}
+	c.Collect() // primes
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			tg.Key = fmt.Sprintf("ns/ReplicaSet/web-%d/app", i)
+			if err := c.Set("web", []Target{tg}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for range 20 {
+		c.Collect()
+	}
+	<-done
+	if len(sink.keys) != 20 {
+		t.Fatalf("%d samples, want 20", len(sink.keys))
+	}
+	if got := c.Collect(); len(got) != 1 || got[0].Target.Key != tg.Key {
+		t.Fatalf("after the changes: %+v, want key %s", got, tg.Key)
+	}
+}
