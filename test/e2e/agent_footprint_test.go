@@ -19,6 +19,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cgpilot/cgpilot/aggregator"
+	"github.com/cgpilot/cgpilot/test/aggtest"
 )
 
 // BenchmarkAgentFootprint measures the whole agent process (the real
@@ -31,7 +34,9 @@ import (
 // (cgpilot_collector_round_seconds), as the difference of two whole-agent
 // figures drowns in the sweep's variance on a shared machine. Goals
 // (issue 12): the collector ≤ 0.5 % of one core, the whole agent ≤ 64 MiB
-// RSS. CGPILOT_FOOTPRINT_PROFILE=DIR saves heap and goroutine profiles.
+// RSS. A third run adds reports every 10 s to an aggregator replica in this
+// process (standalone, static token): what reporting costs the agent.
+// CGPILOT_FOOTPRINT_PROFILE=DIR saves heap and goroutine profiles.
 func BenchmarkAgentFootprint(b *testing.B) {
 	n := envInt(b, "CGPILOT_FOOTPRINT_PODS", 1000)
 	window := 60 * time.Second
@@ -52,11 +57,29 @@ func BenchmarkAgentFootprint(b *testing.B) {
 		targets   float64
 		collector float64 // share of one core in collection rounds (wall time of the single-threaded rounds)
 	}
-	run := func(name string, rightsizing bool) result {
+	// The aggregator of the third run.
+	aggDir := b.TempDir()
+	certs, err := aggtest.Certs(aggDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tokens, tokFile := filepath.Join(aggDir, "tokens"), filepath.Join(aggDir, "token")
+	if err := os.WriteFile(tokens, []byte("footprint-token,"+testNode+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(tokFile, []byte("footprint-token"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	agg := aggtest.Start(b, aggregator.Config{Standalone: true, StaticTokens: tokens, CertFile: certs.CertFile, KeyFile: certs.KeyFile,
+		Period: 10 * time.Second, Grace: 5 * time.Second, FoldInterval: time.Second})
+	run := func(name string, rightsizing, reports bool) result {
 		dir := b.TempDir()
 		cfgFile := filepath.Join(dir, "config.yaml")
 		yaml := fmt.Sprintf("cpus: %q\ncgroupParent: /%s\ncheckpointPath: %s\nkubeletCPUManagerState: \"\"\nrightsizing: {enabled: %v, stateDir: %s, sampleInterval: 10s}\n",
 			bd.cfg.CPUs, bd.k.KubepodsName, filepath.Join(dir, "cpu_pools.checkpoint"), rightsizing, dir)
+		if reports {
+			yaml += fmt.Sprintf("aggregator: {url: %q, caFile: %s, tokenFile: %s, reportPeriod: 10s}\n", agg.URL(), certs.CAFile, tokFile)
+		}
 		if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {
 			b.Fatal(err)
 		}
@@ -104,6 +127,14 @@ func BenchmarkAgentFootprint(b *testing.B) {
 			saveURL(b, "http://"+health+"/debug/pprof/goroutine?debug=1", base+".goroutines.txt")
 		}
 		r := result{cpu: (c1 - c0) / t1.Sub(t0).Seconds(), rss: rss, peak: peak, collector: rounds / t1.Sub(t0).Seconds()}
+		if reports {
+			accepted := metric(b, health, `cgpilot_aggregator_reports_total{result="accepted"}`)
+			failed := metric(b, health, `cgpilot_aggregator_reports_total{result="failed"}`)
+			if accepted < 2 || metric(b, health, `cgpilot_aggregator_reports_total{result="rejected"}`) > 0 {
+				b.Errorf("%s: %v reports accepted, %v failed attempts", name, accepted, failed)
+			}
+			b.Logf("%s: %v reports accepted, %v failed attempts", name, accepted, failed)
+		}
 		if rightsizing {
 			r.targets = metric(b, health, "cgpilot_collector_targets")
 			if e := metric(b, health, "cgpilot_collector_read_errors_total"); e > 0 {
@@ -118,10 +149,11 @@ func BenchmarkAgentFootprint(b *testing.B) {
 		return r
 	}
 	b.ResetTimer()
-	var base, on result
+	var base, on, rep result
 	for i := 0; i < b.N; i++ {
-		base = run("pools only", false)
-		on = run("right-sizing", true)
+		base = run("pools only", false, false)
+		on = run("right-sizing", true, false)
+		rep = run("right-sizing and reports", true, true)
 	}
 	b.StopTimer()
 	b.ReportMetric(100*base.cpu, "pools-cpu-%")
@@ -131,6 +163,10 @@ func BenchmarkAgentFootprint(b *testing.B) {
 	b.ReportMetric(on.rss, "rss-MiB")
 	b.ReportMetric(on.peak, "peak-rss-MiB")
 	b.ReportMetric(on.rss/max(base.rss, 1), "rss/pools-rss")
+	b.ReportMetric(100*rep.cpu, "reporting-agent-cpu-%")
+	b.ReportMetric(rep.rss, "reporting-rss-MiB")
+	b.ReportMetric(rep.rss/max(on.rss, 1), "reporting-rss/rss")
+	b.ReportMetric(rep.cpu/max(on.cpu, 1e-9), "reporting-cpu/cpu")
 	if on.targets != float64(n) {
 		b.Errorf("%v containers sampled, want %d", on.targets, n)
 	}
