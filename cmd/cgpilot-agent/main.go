@@ -56,6 +56,7 @@ func run(args []string, stderr io.Writer) int {
 	aggURL := fs.String("aggregator-url", "", "cgpilot-aggregator's HTTPS base URL (overrides aggregator.url of the config file); reports are off while it is empty")
 	aggCA := fs.String("aggregator-ca-file", "", "PEM bundle verifying the aggregator's serving certificate (overrides aggregator.caFile)")
 	aggToken := fs.String("aggregator-token-file", "", "the agent's projected service-account token for the aggregator, audience cgpilot-aggregator (overrides aggregator.tokenFile)")
+	aggPeriod := fs.Duration("aggregator-report-period", 0, "the report grid, the aggregator's --report-period (overrides aggregator.reportPeriod; default 1m)")
 	workers := fs.Int("workers", def.WorkerCount, "reconcile workers")
 	debug := fs.Bool("debug", false, "debug logging")
 	profiling := fs.Bool("profiling", false, "serve Go's /debug/pprof on the health address (127.0.0.1)")
@@ -74,6 +75,9 @@ func run(args []string, stderr io.Writer) int {
 	cfg.SysRoot, cfg.ProcRoot, cfg.WorkerCount = *sysRoot, *procRoot, *workers
 	cfg.MetricsAddr, cfg.InterruptsPath, cfg.KubeletPodResources = *metricsAddr, *interrupts, *podResources
 	cfg.NodeName, cfg.Profiling = *nodeName, *profiling
+	if *aggPeriod != 0 {
+		cfg.Aggregator.ReportPeriod.Duration = *aggPeriod
+	}
 	if *socketGroup >= 0 {
 		cfg.SocketGroupID = socketGroup
 	}
@@ -92,6 +96,10 @@ func run(args []string, stderr io.Writer) int {
 		if o.v != "" {
 			*o.dst = o.v
 		}
+	}
+	if err := cfg.Validate(); err != nil { // the file and the flags over it
+		fmt.Fprintln(stderr, "cgpilot-agent:", err)
+		return 2
 	}
 	log, flush, err := logging.New(*debug)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cgpilot/cgpilot/agent"
+	"github.com/cgpilot/cgpilot/test/deploy"
 )
 
 func TestRunRejectsBadInput(t *testing.T) {
@@ -33,6 +34,26 @@ func TestRunRejectsBadInput(t *testing.T) {
 	// No node name: a clear error and exit 1 (logged through zap to stderr).
 	if code := run([]string{"--health-addr", "", "--socket", ""}, &bytes.Buffer{}); code != 1 {
 		t.Errorf("no node name: exit %d, want 1", code)
+	}
+}
+
+// TestManifestAggregatorFlags: the flags the aggregator component gives
+// the agent (deploy.AgentAggregatorFlags) are known to it; a bad value
+// stops it with an error naming the setting.
+func TestManifestAggregatorFlags(t *testing.T) {
+	t.Setenv("NODE_NAME", "")
+	var args []string
+	for name, v := range deploy.AgentAggregatorFlags {
+		args = append(args, name+"="+v)
+	}
+	var stderr bytes.Buffer
+	if code := run(append(args, "--health-addr", "", "--socket", ""), &stderr); code != 1 || strings.Contains(stderr.String(), "not defined") {
+		t.Fatalf("exit %d (want 1: no node name), stderr %s", code, stderr.String())
+	}
+	t.Setenv("NODE_NAME", "n1")
+	stderr.Reset()
+	if code := run([]string{"--aggregator-url=http://agg", "--aggregator-token-file=/t", "--health-addr", "", "--socket", ""}, &stderr); code != 2 || !strings.Contains(stderr.String(), "aggregator.url") {
+		t.Fatalf("an http URL: exit %d, stderr %s", code, stderr.String())
 	}
 }
 

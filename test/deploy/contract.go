@@ -12,3 +12,13 @@ var AggregatorFlags = map[string]string{
 	"--report-period":        "1m",
 	"--hot-watermark":        "0.8",
 }
+
+// AgentAggregatorFlags are the flags the aggregator component adds to the
+// agent's DaemonSet so that it reports (value per flag, in the namespace
+// cgpilot-system). cmd/cgpilot-agent's tests parse them.
+var AgentAggregatorFlags = map[string]string{
+	"--aggregator-url":           "https://cgpilot-aggregator.cgpilot-system.svc",
+	"--aggregator-ca-file":       "/var/run/cgpilot/aggregator-ca/ca.crt",
+	"--aggregator-token-file":    "/var/run/cgpilot/aggregator-token/token",
+	"--aggregator-report-period": "1m",
+}
