@@ -18,6 +18,7 @@ import (
 	"github.com/cgpilot/cgpilot/agent/rightsize"
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/api/report"
+	"github.com/cgpilot/cgpilot/api/v1alpha1"
 	"github.com/cgpilot/cgpilot/recommend"
 )
 
@@ -315,7 +316,9 @@ func (rp *reporter) run(ctx context.Context) {
 		case <-t.C:
 		}
 		rp.setNode(ctx)
+		un := rp.c.rs.unadmitted()
 		rp.mu.Lock()
+		rp.b.SetUnadmitted(un)
 		reports := rp.b.Cut(time.Now())
 		rp.mu.Unlock()
 		for _, r := range reports {
@@ -458,4 +461,31 @@ func (r *rightsizer) reportAdjusted(p *corev1.Pod, ch change, errText string) {
 		req, lim := requirementsOf(spec.Resources)
 		r.rep.adjusted(string(wl)+"/"+spec.Name, p.Name, time.Now(), rightsize.Requirements{Requests: req, Limits: lim}, to, reason, errText)
 	}
+}
+
+// unadmitted counts, per workload container, the pods an Auto policy
+// covers that carry no cgpilot.io/admission annotation: the aggregator's
+// webhook did not see them (it fails open).
+func (r *rightsizer) unadmitted() map[report.Key]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[report.Key]int{}
+	for uid, rp := range r.pods {
+		if rp.decision.Mode != rightsize.ModeAuto {
+			continue
+		}
+		p := r.c.podByUID(uid)
+		if p == nil {
+			continue
+		}
+		if _, ok := p.Annotations[v1alpha1.AnnotationAdmission]; ok {
+			continue
+		}
+		for name := range rp.containers {
+			if k, ok := reportKey(string(rp.workload) + "/" + name); ok {
+				out[k]++
+			}
+		}
+	}
+	return out
 }

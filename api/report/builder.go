@@ -151,6 +151,16 @@ func (b *Builder) NodeSample(t time.Time, cpuCores, memBytes float64) {
 // until Forget and sent with every window that has samples of it.
 func (b *Builder) Describe(k Key, info ContainerInfo) { b.info[k] = info }
 
+// SetUnadmitted sets, for every described workload-container, how many
+// of its pods an Auto policy covers without the admission annotation
+// (absent from counts: none).
+func (b *Builder) SetUnadmitted(counts map[Key]int) {
+	for k, info := range b.info {
+		info.Unadmitted = counts[k]
+		b.info[k] = info
+	}
+}
+
 // Forget drops a workload-container's description (its pods are gone).
 func (b *Builder) Forget(k Key) { delete(b.info, k) }
 

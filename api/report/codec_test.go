@@ -267,3 +267,24 @@ func TestBuilderRefusesWhatTheAggregatorWould(t *testing.T) {
 		t.Fatalf("the aggregator's decoder refuses the report: %v", err)
 	}
 }
+
+// TestBuilderUnadmitted: the counts reach the described containers, are
+// bounded by the pods sampled, and a key left out of the counts has none.
+func TestBuilderUnadmitted(t *testing.T) {
+	b, err := NewBuilder(BuilderConfig{Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Describe(webApp, ContainerInfo{Policy: "web", Mode: "Auto", Adjustable: true})
+	b.Sample(webApp, "web-1", t0.Add(time.Second), 0.5, 1e8)
+	b.Sample(webApp, "web-2", t0.Add(time.Second), 0.5, 1e8)
+	b.SetUnadmitted(map[Key]int{webApp: 5})
+	if rs := b.Cut(t0.Add(time.Minute)); len(rs) != 1 || rs[0].Containers[0].Unadmitted != 2 {
+		t.Fatalf("unadmitted %+v, want 2 (bounded by the pods sampled)", rs)
+	}
+	b.Sample(webApp, "web-1", t0.Add(61*time.Second), 0.5, 1e8)
+	b.SetUnadmitted(nil)
+	if rs := b.Cut(t0.Add(2 * time.Minute)); len(rs) != 1 || rs[0].Containers[0].Unadmitted != 0 || rs[0].Containers[0].Policy != "web" {
+		t.Fatalf("after the counts went: %+v", rs)
+	}
+}
