@@ -167,9 +167,9 @@ func (rp *reporter) nodeUsage(t time.Time) (float64, float64, bool) {
 	if !had || total <= prevTotal || busy < prevBusy {
 		return 0, 0, false // the first round, or counters that went back
 	}
-	cpus := float64(rp.c.pools.State().All().Size() + rp.c.pools.State().Reserved().Size())
-	if n := len(st.CPU); n > 0 {
-		cpus = float64(n)
+	cpus := float64(len(st.CPU)) // the online CPUs
+	if cpus == 0 {
+		cpus = float64(rp.c.pools.State().All().Size())
 	}
 	cores := (busy - prevBusy) / (total - prevTotal) * cpus
 	used := float64(*mi.MemTotalBytes - min(*mi.MemAvailableBytes, *mi.MemTotalBytes))
