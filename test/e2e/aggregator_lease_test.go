@@ -111,10 +111,6 @@ func TestAggregatorLeaseFailover(t *testing.T) {
 		}
 		return len(want) == 0
 	})
-	before := recsOf(a)
-	samplesBefore := map[report.Key]int64{}
-	a.Store.Entries(func(e stateEntry) { samplesBefore[e.Key] = e.Samples })
-	t.Logf("leader: %d recommendations for %d workloads of the fleet", len(before), wantWorkloads)
 
 	// kubectl get shows the printer columns.
 	table := getTable(ctx, t, cp, "workloadrecommendations")
@@ -126,6 +122,13 @@ func TestAggregatorLeaseFailover(t *testing.T) {
 	if err := a.Stop(); err != nil {
 		t.Fatalf("leader stop: %v", err)
 	}
+	// What it held at the handover, which its last checkpoint pass wrote
+	// (read before it stopped, a recommendation recomputed in between made
+	// the comparison below flaky).
+	before := recsOf(a)
+	samplesBefore := map[report.Key]int64{}
+	a.Store.Entries(func(e stateEntry) { samplesBefore[e.Key] = e.Samples })
+	t.Logf("leader: %d recommendations for %d workloads of the fleet", len(before), wantWorkloads)
 	aggtest.Wait(t, "replica-b leading", time.Minute, b.IsLeader)
 	holder, _ = aggregator.LeaseHolder(ctx, cp.Client, "default", "cgpilot-aggregator")
 	if holder != "replica-b@127.0.0.2" {

@@ -51,7 +51,10 @@ func TestAdmissionWebhook(t *testing.T) {
 	dc, _ := dynamic.NewForConfig(cp.Config)
 	policy := &v1alpha1.RightsizePolicy{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "RightsizePolicy"},
 		ObjectMeta: metav1.ObjectMeta{Name: "shop-auto"},
-		Spec: v1alpha1.RightsizePolicySpec{Mode: v1alpha1.ModeAuto, Limits: v1alpha1.LimitsKeepRatio,
+		// An hour of history, which the 70 reported minutes span (the
+		// default, 24h, holds merged recommendations back as it does the
+		// agents' own).
+		Spec: v1alpha1.RightsizePolicySpec{Mode: v1alpha1.ModeAuto, Limits: v1alpha1.LimitsKeepRatio, MinHistory: &metav1.Duration{Duration: time.Hour},
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "shop"}}}}
 	u, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(policy)
 	if _, err := dc.Resource(kube.RightsizePolicies).Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{}); err != nil {
