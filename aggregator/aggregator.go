@@ -496,6 +496,11 @@ func (a *Aggregator) elect(ctx context.Context, cancel context.CancelFunc, recor
 				leads = append(leads, done)
 				leadMu.Unlock()
 				defer close(done)
+				// Leading ends with the Lease or with the replica (ctx);
+				// the Lease itself is released only after that.
+				lctx, stop := context.WithCancel(lctx)
+				defer stop()
+				defer context.AfterFunc(ctx, stop)()
 				a.log.Info("leading", "lease", cfg.Namespace+"/"+cfg.LeaseName, "identity", identity)
 				a.lead(lctx, recorder)
 			},
@@ -513,9 +518,24 @@ func (a *Aggregator) elect(ctx context.Context, cancel context.CancelFunc, recor
 	if err != nil {
 		return fmt.Errorf("%w: leader election: %v", ErrConfig, err)
 	}
+	// The elector releases the Lease when its context ends. That context
+	// ends only after leading has (its last checkpoint pass written), so a
+	// replica taking over loads what this one held at the handover.
+	ectx, ecancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer ecancel()
+	go func() {
+		<-ctx.Done()
+		leadMu.Lock()
+		running := leads
+		leadMu.Unlock()
+		for _, l := range running {
+			<-l
+		}
+		ecancel()
+	}()
 	done := make(chan struct{})
 	go func() {
-		a.elector.Run(ctx)
+		a.elector.Run(ectx)
 		leadMu.Lock()
 		running := leads
 		leadMu.Unlock()
