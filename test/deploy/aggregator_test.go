@@ -3,11 +3,8 @@
 package deploy
 
 import (
-	"context"
-	"net/url"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -16,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/cgpilot/cgpilot/aggregator/auth"
 	"github.com/cgpilot/cgpilot/aggregator/webhook"
 )
 
@@ -168,120 +164,5 @@ func TestAggregatorLeastPrivilege(t *testing.T) {
 	role := typed(t, Find(objs, "Role", "cgpilot-aggregator"), &rbacv1.Role{})
 	if got := rules(role.Rules); got != "coordination.k8s.io/leases: create,get,update" {
 		t.Errorf("Role: %s", got)
-	}
-}
-
-// TestAgentReportsWithTheComponent: with the aggregator component the
-// agent gets exactly AgentAggregatorFlags besides its own; the URL names
-// the aggregator's Service and its https port; the token is projected
-// for the aggregator's audience, the CA volume carries only ca.crt of the
-// serving Secret and is optional; both are mounted read-only where the
-// flags point. The base renders none of it (TestDaemonSetContract).
-func TestAgentReportsWithTheComponent(t *testing.T) {
-	objs := render(t, ComponentAggregator)
-	ds := agentDaemonSet(t, objs)
-	spec := ds.Spec.Template.Spec
-	got := flags(t, spec.Containers[0].Args)
-	for name, v := range AgentAggregatorFlags {
-		if got[name] != v {
-			t.Errorf("flag %s=%q, want %q", name, got[name], v)
-		}
-	}
-	for name := range got {
-		_, agent := AgentFlags[name]
-		_, reports := AgentAggregatorFlags[name]
-		if !agent && !reports {
-			t.Errorf("flag %s is in no contract", name)
-		}
-	}
-	if got["--aggregator-report-period"] != AggregatorFlags["--report-period"] {
-		t.Errorf("the agents' report period %s is not the aggregator's %s", got["--aggregator-report-period"], AggregatorFlags["--report-period"])
-	}
-	u, err := url.Parse(got["--aggregator-url"])
-	if err != nil || u.Scheme != "https" {
-		t.Fatalf("aggregator URL %q: %v", got["--aggregator-url"], err)
-	}
-	svc := typed(t, Find(objs, "Service", "cgpilot-aggregator"), &corev1.Service{})
-	if want := svc.Name + "." + svc.Namespace + ".svc"; u.Hostname() != want {
-		t.Errorf("URL host %s, want the Service %s", u.Hostname(), want)
-	}
-	port := "443"
-	if u.Port() != "" {
-		port = u.Port()
-	}
-	https := false
-	for _, p := range svc.Spec.Ports {
-		https = https || (p.Name == "https" && strconv.Itoa(int(p.Port)) == port)
-	}
-	if !https {
-		t.Errorf("the Service has no https port %s: %+v", port, svc.Spec.Ports)
-	}
-	if spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
-		t.Errorf("dnsPolicy %s: a hostNetwork agent resolves the Service only with ClusterFirstWithHostNet", spec.DNSPolicy)
-	}
-	vols := map[string]corev1.Volume{}
-	for _, v := range spec.Volumes {
-		vols[v.Name] = v
-	}
-	mounts := map[string]corev1.VolumeMount{}
-	for _, m := range spec.Containers[0].VolumeMounts {
-		mounts[m.MountPath] = m
-	}
-	mountOf := func(file string) corev1.Volume {
-		m, ok := mounts[filepath.Dir(file)]
-		if !ok || !m.ReadOnly {
-			t.Fatalf("%s: mounted %+v, want read-only at %s", file, m, filepath.Dir(file))
-		}
-		return vols[m.Name]
-	}
-	tok := mountOf(got["--aggregator-token-file"])
-	if tok.Projected == nil || len(tok.Projected.Sources) != 1 || tok.Projected.Sources[0].ServiceAccountToken == nil {
-		t.Fatalf("token volume %+v", tok)
-	}
-	sat := tok.Projected.Sources[0].ServiceAccountToken
-	if sat.Audience != auth.Audience || sat.Path != filepath.Base(got["--aggregator-token-file"]) || sat.ExpirationSeconds == nil || *sat.ExpirationSeconds > 3600 {
-		t.Errorf("projected token %+v: want audience %s, path %s, at most an hour", sat, auth.Audience, filepath.Base(got["--aggregator-token-file"]))
-	}
-	ca := mountOf(got["--aggregator-ca-file"])
-	d := typed(t, Find(objs, "Certificate", "cgpilot-aggregator"), &unstructuredCert{})
-	if ca.Secret == nil || ca.Secret.SecretName != d.Spec.SecretName || ca.Secret.Optional == nil || !*ca.Secret.Optional ||
-		len(ca.Secret.Items) != 1 || ca.Secret.Items[0].Key != "ca.crt" || ca.Secret.Items[0].Path != filepath.Base(got["--aggregator-ca-file"]) {
-		t.Errorf("CA volume %+v: want only ca.crt of Secret %s, optional", ca, d.Spec.SecretName)
-	}
-}
-
-// unstructuredCert is the part of a cert-manager Certificate read here.
-type unstructuredCert struct {
-	Spec struct {
-		SecretName string `json:"secretName"`
-	} `json:"spec"`
-}
-
-// TestHelmAgentReportsInItsNamespace: installed elsewhere with the
-// aggregator, the chart points the agents at the Service of the release
-// namespace, and at its TLS Secret as named in the values.
-func TestHelmAgentReportsInItsNamespace(t *testing.T) {
-	helm := helmBinary(t)
-	b, err := Helm(context.Background(), helm, repoRoot(t), "ops", map[string]any{"aggregator": map[string]any{"enabled": true, "tlsSecretName": "my-tls", "reportPeriod": "30s"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := Decode(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec := agentDaemonSet(t, objs).Spec.Template.Spec
-	got := flags(t, spec.Containers[0].Args)
-	if got["--aggregator-url"] != "https://cgpilot-aggregator.ops.svc" || got["--aggregator-report-period"] != "30s" {
-		t.Errorf("flags %v: want the Service in ops and the period of the values", got)
-	}
-	agg := typed(t, Find(objs, "Deployment", "cgpilot-aggregator"), &appsv1.Deployment{})
-	if p := flags(t, agg.Spec.Template.Spec.Containers[0].Args)["--report-period"]; p != "30s" {
-		t.Errorf("the aggregator's --report-period %q, want the agents' 30s", p)
-	}
-	for _, v := range spec.Volumes {
-		if v.Name == "aggregator-ca" && (v.Secret == nil || v.Secret.SecretName != "my-tls") {
-			t.Errorf("CA volume %+v, want Secret my-tls", v)
-		}
 	}
 }

@@ -7,7 +7,9 @@
 // real API server. `make demo` deploys the agent from Kustomize's render.
 //
 // Its tests prove the manifests' contract with the agent (flags, mounts,
-// least-privilege RBAC), that the chart renders exactly the kustomize
+// least-privilege RBAC) and, with the aggregator, what the agents report
+// with (URL, projected token, only the CA of its Secret) and that nothing
+// else of the agent changes; that the chart renders exactly the kustomize
 // objects for each layout, that both pass server-side dry-run on the test
 // bed's kube-apiserver, and that the admission policy confines the agent's
 // own token to its node (TestAgentIdentityConfinedToItsNode).
@@ -15,6 +17,7 @@
 // Error contract: errors wrap ErrRender and name the directory, the
 // command or the document that failed.
 //
-// It imports no cgpilot package except test/tier in its tests and
+// It imports no cgpilot package except, in its tests, test/tier, the
+// aggregator's constants (aggregator/auth, aggregator/webhook) and
 // test/harness in its e2e tests; it never imports agent.
 package deploy

@@ -5,6 +5,7 @@ package deploy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,19 +100,29 @@ var AgentFlags = map[string]string{
 // last would silently win).
 func flags(t testing.TB, args []string) map[string]string {
 	t.Helper()
+	m, problems := parseFlags(args)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	return m
+}
+
+// parseFlags is flags, returning what is wrong instead of failing a test.
+func parseFlags(args []string) (map[string]string, []string) {
 	m := map[string]string{}
+	var problems []string
 	for _, a := range args {
 		name, v, ok := strings.Cut(a, "=")
 		if !ok || !strings.HasPrefix(name, "--") {
-			t.Errorf("argument %q is not --name=value", a)
+			problems = append(problems, fmt.Sprintf("argument %q is not --name=value", a))
 			continue
 		}
 		if _, dup := m[name]; dup {
-			t.Errorf("flag %s given twice", name)
+			problems = append(problems, fmt.Sprintf("flag %s given twice", name))
 		}
 		m[name] = v
 	}
-	return m
+	return m, problems
 }
 
 // TestDaemonSetContract: the agent's DaemonSet passes exactly the flags of
@@ -345,6 +356,11 @@ var layouts = []struct {
 	{"cgroup-v1-systemd+metrics", []string{ComponentCgroupV1Systemd, ComponentMetrics}, map[string]any{"createNamespace": true,
 		"metrics": map[string]any{"enabled": true, "podMonitor": map[string]any{"enabled": true}},
 		"cgroup":  map[string]any{"writablePaths": []string{"cpu/kubepods.slice", "cpuset/kubepods.slice", "memory/kubepods.slice"}, "parent": "/kubepods.slice"}}},
+	// The aggregator's patch of the agent composes with the others'.
+	{"cgroup-v2-systemd+metrics+aggregator", []string{ComponentCgroupV2Systemd, ComponentMetrics, ComponentAggregator}, map[string]any{"createNamespace": true,
+		"metrics":    map[string]any{"enabled": true, "podMonitor": map[string]any{"enabled": true}},
+		"cgroup":     map[string]any{"writablePaths": []string{"kubepods.slice"}, "parent": "/kubepods.slice"},
+		"aggregator": map[string]any{"enabled": true}}},
 }
 
 func helmBinary(t testing.TB) string {
@@ -424,7 +440,7 @@ func TestHelmOtherNamespace(t *testing.T) {
 func TestHelmLint(t *testing.T) {
 	helm := helmBinary(t)
 	chart := filepath.Join(repoRoot(t), "deploy", "helm", "cgpilot")
-	for _, set := range []string{"", "createNamespace=true,metrics.enabled=true,metrics.podMonitor.enabled=true,admissionPolicy.enabled=false,crds.install=false"} {
+	for _, set := range []string{"", "createNamespace=true,metrics.enabled=true,metrics.podMonitor.enabled=true,admissionPolicy.enabled=false,crds.install=false,aggregator.enabled=true,aggregator.grafanaDashboard.enabled=true"} {
 		args := []string{"lint", "--strict", chart}
 		if set != "" {
 			args = append(args, "--set", set)
