@@ -130,9 +130,11 @@ type Aggregator struct {
 	Analysis *analysis.Analysis
 	Profiles *profile.Profiles
 
-	leader   atomic.Bool
-	ready    atomic.Bool
-	elector  *leaderelection.LeaderElector
+	leader atomic.Bool
+	ready  atomic.Bool
+	// elector is set once the Lease is contested; the servers, which
+	// start first, read it concurrently.
+	elector  atomic.Pointer[leaderelection.LeaderElector]
 	secure   net.Listener
 	plain    net.Listener
 	cs       kubernetes.Interface
@@ -486,7 +488,7 @@ func (a *Aggregator) elect(ctx context.Context, cancel context.CancelFunc, recor
 	var leadMu sync.Mutex
 	var leads []chan struct{}
 	var err error
-	a.elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: lock, Name: cfg.LeaseName, ReleaseOnCancel: true,
 		LeaseDuration: cfg.LeaseDuration, RenewDeadline: cfg.RenewDeadline, RetryPeriod: cfg.RetryPeriod,
 		Callbacks: leaderelection.LeaderCallbacks{
@@ -518,6 +520,7 @@ func (a *Aggregator) elect(ctx context.Context, cancel context.CancelFunc, recor
 	if err != nil {
 		return fmt.Errorf("%w: leader election: %v", ErrConfig, err)
 	}
+	a.elector.Store(elector)
 	// The elector releases the Lease when its context ends. That context
 	// ends only after leading has (its last checkpoint pass written), so a
 	// replica taking over loads what this one held at the handover.
@@ -535,7 +538,7 @@ func (a *Aggregator) elect(ctx context.Context, cancel context.CancelFunc, recor
 	}()
 	done := make(chan struct{})
 	go func() {
-		a.elector.Run(ectx)
+		elector.Run(ectx)
 		leadMu.Lock()
 		running := leads
 		leadMu.Unlock()
@@ -561,10 +564,11 @@ func (a *Aggregator) elect(ctx context.Context, cancel context.CancelFunc, recor
 
 // leaderIdentity is the current Lease holder ("" when unknown).
 func (a *Aggregator) leaderIdentity() string {
-	if a.elector == nil {
+	e := a.elector.Load()
+	if e == nil {
 		return ""
 	}
-	return a.elector.GetLeader()
+	return e.GetLeader()
 }
 
 // lead loads the checkpoints, then serves as the leader until ctx ends.
