@@ -309,17 +309,25 @@ func (rp *reporter) run(ctx context.Context) {
 	tick := min(rp.sampleInterval, 5*time.Second)
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	// The node's requests and the unadmitted pods (a walk of every pod)
+	// are read once per window, as it ends, not at every tick.
+	next := report.WindowEnd(time.Now(), rp.period)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		now := time.Now()
+		if now.Before(next) {
+			continue
+		}
+		next = report.WindowEnd(now, rp.period)
 		rp.setNode(ctx)
 		un := rp.c.rs.unadmitted()
 		rp.mu.Lock()
 		rp.b.SetUnadmitted(un)
-		reports := rp.b.Cut(time.Now())
+		reports := rp.b.Cut(now)
 		rp.mu.Unlock()
 		for _, r := range reports {
 			if err := rp.client.Enqueue(r); err != nil {
