@@ -29,6 +29,18 @@ type Bound struct {
 	// Lambda is the cost of one violation (cores or bytes) at which the
 	// budget binds.
 	Lambda float64 `json:"lambda"`
+	// ChangeCost is BudgetBound's cost μ of one counted change at which
+	// the change budget binds (0: it does not).
+	ChangeCost float64 `json:"change_cost,omitempty"`
+	// MovesPerSeriesDay counts BudgetBound's target changes of any size,
+	// those inside the scorer's 10 % dead band included: the resizes a
+	// live system would make to follow the schedule.
+	MovesPerSeriesDay float64 `json:"moves_per_series_day,omitempty"`
+	// Family names the schedules the bound ranges over.
+	Family string `json:"family,omitempty"`
+	// BlockHours counts the series by the block length BudgetBound chose
+	// for them ("24h": 12, ..., "whole": one target for the whole span).
+	BlockHours map[string]int `json:"block_hours,omitempty"`
 }
 
 // HindsightBound returns the least relative slack (Σ slack / Σ usage, as
@@ -115,8 +127,11 @@ func HindsightBound(tr *Trace, budget float64, o BoundOptions) (Bound, error) {
 		}
 	}
 	start = append(start, len(hull))
-	if n == 0 || usage == 0 {
+	if n == 0 {
 		return Bound{}, fmt.Errorf("%w: no scored samples", ErrTrace)
+	}
+	if usage == 0 {
+		return Bound{}, nil // a zero target everywhere: no slack, no violation
 	}
 	eval := func(lambda float64) (viol, slack float64) {
 		for b := range len(start) - 1 {
