@@ -95,6 +95,10 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		printSweep(stdout, name, pts)
+		if err := printGap(stdout, name, gapClosure(pts, tr.HasMemory), filepath.Join(*sweepOut, name+".gap.md")); err != nil {
+			fmt.Fprintf(stderr, "cgpilotctl replay: %v\n", err)
+			return 1
+		}
 		return 0
 	}
 	if !*quiet {

@@ -126,7 +126,7 @@ func TestReplaySweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	want := len(sweepVPAPercentiles) + len(sweepObjectives) + len(sweepFleet) + 2 + len(sweepBoundBlocks) // + default preset, control, bounds
+	want := len(sweepVPAPercentiles) + len(sweepObjectives) + len(sweepFleet) + 2 + len(sweepBoundBlocks) + 1 // + default preset, control, bounds, budgeted bound
 	if len(lines) != want+1 || !strings.HasPrefix(lines[0], "trace,family,policy,param,scored_samples,cpu_relative_slack") {
 		t.Fatalf("sweep CSV has %d lines (want %d + header):\n%s", len(lines), want, b)
 	}
@@ -164,6 +164,26 @@ func TestReplaySweep(t *testing.T) {
 	if num(bounds[1][5]) > num(bounds[0][5]) {
 		t.Errorf("half-day bound %v above the daily one %v", bounds[1], bounds[0])
 	}
+	// The budgeted bound keeps to VPA's violations and to one counted
+	// change per series-day (CSV columns 7 and 10).
+	var budgeted []string
+	for _, l := range lines[1:] {
+		if f := strings.Split(l, ","); f[1] == "budget-bound" {
+			budgeted = f
+		}
+	}
+	if budgeted == nil || num(budgeted[6]) > num(control[2]) || num(budgeted[9]) > num(control[5]) ||
+		num(budgeted[7]) > sweepChangeBudget || num(budgeted[10]) > sweepChangeBudget {
+		t.Errorf("budgeted bound %v over VPA's violations %v or the change budget", budgeted, control)
+	}
+	// The gap-closure table and its Markdown rows.
+	if !strings.Contains(stdout.String(), "gap closure mini: G = ") {
+		t.Errorf("no gap-closure table:\n%s", stdout.String())
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "mini.gap.md"))
+	if err != nil || !strings.Contains(string(md), "| mini | CPU | cgpilot-balanced (default) |") {
+		t.Errorf("gap rows %q, %v", md, err)
+	}
 	svg, err := os.ReadFile(filepath.Join(dir, "mini.svg"))
 	if err != nil {
 		t.Fatal(err)
@@ -174,6 +194,37 @@ func TestReplaySweep(t *testing.T) {
 		}
 	}
 	if !strings.Contains(stdout.String(), "cgpilot-balanced") {
+		t.Errorf("sweep table:\n%s", stdout.String())
+	}
+}
+
+// TestReplaySweepZeroMemory: a trace whose mem_bytes column is all zero
+// (a source without memory, converted with zeros) sweeps like any other:
+// its memory bounds are zero, not an error ("no scored samples").
+func TestReplaySweepZeroMemory(t *testing.T) {
+	b, err := os.ReadFile("testdata/mini.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for i, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if i > 0 {
+			f := strings.Split(l, ",")
+			f[3] = "0"
+			l = strings.Join(f, ",")
+		}
+		out.WriteString(l + "\n")
+	}
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "zeromem.csv")
+	if err := os.WriteFile(trace, []byte(out.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"replay", "--trace", trace, "--sweep", "--sweep-out", dir, "--quiet"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "budgeted hindsight bound") {
 		t.Errorf("sweep table:\n%s", stdout.String())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/cgpilot/cgpilot/recommend"
@@ -40,6 +41,9 @@ var (
 	// day (about the resize budget of issue 13) and half a day (a policy
 	// that follows a daily cycle in two steps).
 	sweepBoundBlocks = []time.Duration{24 * time.Hour, 12 * time.Hour}
+	// sweepChangeBudget is the resize budget of the budgeted bound and of
+	// the gap closure: counted changes per series per day, on average.
+	sweepChangeBudget = 1.0
 )
 
 func sweepPolicies() []struct {
@@ -102,23 +106,29 @@ func runSweep(name string, tr *recommend.Trace, base recommend.ReplayOptions, ou
 	pts = append(pts, sweepPoint{family: "control", label: "vpa (upstream default)", param: 0.9, s: control})
 	for _, block := range sweepBoundBlocks {
 		label := fmt.Sprintf("hindsight bound (1 target per series per %v)", strings.TrimSuffix(block.String(), "0m0s"))
-		bound := recommend.PolicyScore{Policy: label, ScoredSamples: control.ScoredSamples}
-		for _, r := range []struct {
-			mem bool
-			c   recommend.Metrics
-			m   *recommend.Metrics
-		}{{false, control.CPU, &bound.CPU}, {true, control.Memory, &bound.Memory}} {
-			if r.mem && !tr.HasMemory {
-				continue
-			}
-			b, err := recommend.HindsightBound(tr, r.c.ViolationRate, recommend.BoundOptions{Block: block, Warmup: base.Warmup, Memory: r.mem})
-			if err != nil {
-				return nil, err
-			}
-			*r.m = recommend.Metrics{RelativeSlack: b.RelativeSlack, ViolationRate: b.ViolationRate, ChangesPerSeriesDay: b.ChangesPerSeriesDay}
+		bound, err := sweepBound(tr, control, func(viol float64, mem bool) (recommend.Bound, error) {
+			return recommend.HindsightBound(tr, viol, recommend.BoundOptions{Block: block, Warmup: base.Warmup, Memory: mem})
+		})
+		if err != nil {
+			return nil, err
 		}
+		bound.Policy = label
 		pts = append(pts, sweepPoint{family: "bound", label: label, param: block.Hours(), s: bound})
 	}
+	start := time.Now()
+	label := fmt.Sprintf("budgeted hindsight bound (≤ %g counted change/series/day)", sweepChangeBudget)
+	bound, err := sweepBound(tr, control, func(viol float64, mem bool) (recommend.Bound, error) {
+		return recommend.BudgetBound(tr, viol, recommend.BudgetBoundOptions{Warmup: base.Warmup, Memory: mem,
+			ChangesPerSeriesDay: sweepChangeBudget, Workers: base.Workers})
+	})
+	if err != nil {
+		return nil, err
+	}
+	bound.Policy = label
+	pts = append(pts, sweepPoint{family: "budget-bound", label: label, param: sweepChangeBudget, s: bound})
+	fmt.Fprintf(stderr, "sweep %s: %s CPU %.3f/%.4f/%.2f  memory %.3f/%.5f/%.2f  (%v)\n", name, label,
+		bound.CPU.RelativeSlack, bound.CPU.ViolationRate, bound.CPU.ChangesPerSeriesDay,
+		bound.Memory.RelativeSlack, bound.Memory.ViolationRate, bound.Memory.ChangesPerSeriesDay, time.Since(start).Round(time.Millisecond))
 	base.Policy = recommend.Policy{}
 	if err := writeSweepCSV(filepath.Join(outDir, name+".csv"), name, pts); err != nil {
 		return nil, err
@@ -129,6 +139,27 @@ func runSweep(name string, tr *recommend.Trace, base recommend.ReplayOptions, ou
 	}
 	writeSweepSVG(f, name, tr.HasMemory, pts)
 	return pts, f.Close()
+}
+
+// sweepBound scores one hindsight bound at the control's violation rates,
+// per resource (memory only when the trace has it).
+func sweepBound(tr *recommend.Trace, control recommend.PolicyScore, at func(viol float64, mem bool) (recommend.Bound, error)) (recommend.PolicyScore, error) {
+	out := recommend.PolicyScore{ScoredSamples: control.ScoredSamples}
+	for _, r := range []struct {
+		mem bool
+		c   recommend.Metrics
+		m   *recommend.Metrics
+	}{{false, control.CPU, &out.CPU}, {true, control.Memory, &out.Memory}} {
+		if r.mem && !tr.HasMemory {
+			continue
+		}
+		b, err := at(r.c.ViolationRate, r.mem)
+		if err != nil {
+			return out, err
+		}
+		*r.m = recommend.Metrics{RelativeSlack: b.RelativeSlack, ViolationRate: b.ViolationRate, ChangesPerSeriesDay: b.ChangesPerSeriesDay}
+	}
+	return out, nil
 }
 
 func writeSweepCSV(path, trace string, pts []sweepPoint) error {
@@ -165,11 +196,11 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 	}
 	const pw, ph, ml, mt, mb, mr = 460, 330, 60, 46, 52, 16
 	width := max(len(panels)*(pw+ml+mr)+10, 640)
-	height := ph + mt + mb + 150 // the legend: six lines and a note
+	height := ph + mt + mb + 168 // the legend: seven lines and a note
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(w, `<text x="10" y="20" font-size="15" font-weight="bold">%s: slack against violations (lower left is better; compare at equal violations)</text>`+"\n", xmlEscape(trace))
-	colors := map[string]string{"vpa": "#d62728", recommend.SLOPreset: "#1f77b4", recommend.FleetPreset: "#9467bd", "default": "#2ca02c", "control": "#7f7f7f", "bound": "#000000"}
+	colors := map[string]string{"vpa": "#d62728", recommend.SLOPreset: "#1f77b4", recommend.FleetPreset: "#9467bd", "default": "#2ca02c", "control": "#7f7f7f", "bound": "#000000", "budget-bound": "#ff7f0e"}
 	for i, res := range panels {
 		x0 := 10 + i*(pw+ml+mr) + ml
 		metric := func(p sweepPoint) recommend.Metrics {
@@ -214,7 +245,7 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 		}
 		fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle">violation rate (share of samples above the target, log)</text>`+"\n", x0+pw/2, mt+ph+34)
 		fmt.Fprintf(w, `<text transform="translate(%d,%d) rotate(-90)" text-anchor="middle">relative slack (Σ slack / Σ usage)</text>`+"\n", x0-44, mt+ph/2)
-		for _, fam := range []string{"vpa", recommend.SLOPreset, recommend.FleetPreset, "default", "control", "bound"} {
+		for _, fam := range []string{"vpa", recommend.SLOPreset, recommend.FleetPreset, "default", "control", "bound", "budget-bound"} {
 			var line []sweepPoint
 			for _, p := range pts {
 				if p.family == fam {
@@ -222,7 +253,7 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 				}
 			}
 			sort.Slice(line, func(a, b int) bool { return metric(line[a]).ViolationRate < metric(line[b]).ViolationRate })
-			if len(line) > 1 && fam != "bound" { // the bounds are two points, not a curve
+			if len(line) > 1 && fam != "bound" && fam != "budget-bound" { // the bounds are points, not a curve
 				var d strings.Builder
 				for k, p := range line {
 					fmt.Fprintf(&d, "%s%.1f,%.1f ", map[bool]string{true: "M", false: "L"}[k == 0], px(metric(p).ViolationRate), py(metric(p).RelativeSlack))
@@ -236,7 +267,7 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 				switch fam {
 				case "default", "control":
 					shape = fmt.Sprintf(`<rect x="%.1f" y="%.1f" width="10" height="10" fill="%s" stroke="black"/>`, x-5, y-5, colors[fam])
-				case "bound":
+				case "bound", "budget-bound":
 					shape = fmt.Sprintf(`<path d="M%.1f,%.1f l10,10 m0,-10 l-10,10" stroke="%s" stroke-width="2"/>`, x-5, y-5, colors[fam])
 				}
 				fmt.Fprintf(w, `%s<title>%s: slack %.3f, violations %s, %.2f resizes/series/day</title>`+"\n", shape, xmlEscape(p.label), m.RelativeSlack, pctLabel(m.ViolationRate), m.ChangesPerSeriesDay)
@@ -255,6 +286,7 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 		{"default", recommend.DefaultPreset + " (default preset)"},
 		{"control", "VPA 1.8.1 defaults (p90 + 15 %)"},
 		{"bound", "hindsight bounds at VPA's violation rate: one target per series per day (upper ×) and per half day"},
+		{"budget-bound", "budgeted hindsight bound at VPA's violation rate: per-series blocks, ≤ 1 counted change/series/day"},
 	} {
 		fmt.Fprintf(w, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly-10, colors[l.fam], lx+18, ly, xmlEscape(l.text))
 		ly += 18
@@ -280,4 +312,135 @@ func pctLabel(v float64) string { return strconv.FormatFloat(100*v, 'g', 3, 64) 
 
 func xmlEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
+}
+
+// gapRow is the gap closure of one policy (or one swept family) on one
+// resource: G = (VPA's slack − ours) / (VPA's slack − the budgeted bound),
+// with "ours" at no more than VPA's violation rate and within the change
+// budget.
+type gapRow struct {
+	resource, policy  string
+	slack, viol, rz   float64
+	g                 float64 // NaN: not defined (over VPA's violations or the budget)
+	vsCurve           float64 // slack ÷ VPA's swept curve at the same violation rate; NaN off the curve's range
+	note              string
+	vpaSlack, vpaViol float64
+	bound, boundViol  float64
+	boundRz           float64
+}
+
+// gapClosure computes the rows of the gap-closure table: every preset
+// point (the default, the control's own point excluded) and every swept
+// family's frontier interpolated at VPA's violation rate.
+func gapClosure(pts []sweepPoint, memory bool) []gapRow {
+	var control, bound recommend.PolicyScore
+	for _, p := range pts {
+		switch p.family {
+		case "control":
+			control = p.s
+		case "budget-bound":
+			bound = p.s
+		}
+	}
+	var out []gapRow
+	resources := []string{"CPU"}
+	if memory {
+		resources = append(resources, "memory")
+	}
+	for _, res := range resources {
+		m := func(s recommend.PolicyScore) recommend.Metrics {
+			if res == "CPU" {
+				return s.CPU
+			}
+			return s.Memory
+		}
+		c, b := m(control), m(bound)
+		row := func(policy string, x recommend.Metrics, note string) gapRow {
+			r := gapRow{resource: res, policy: policy, slack: x.RelativeSlack, viol: x.ViolationRate, rz: x.ChangesPerSeriesDay,
+				vpaSlack: c.RelativeSlack, vpaViol: c.ViolationRate, bound: b.RelativeSlack, boundViol: b.ViolationRate,
+				boundRz: b.ChangesPerSeriesDay, g: math.NaN(), note: note}
+			r.vsCurve = x.RelativeSlack / frontierAt(pts, "vpa", m, x.ViolationRate, math.Inf(1)).RelativeSlack
+			switch {
+			case x.ViolationRate > c.ViolationRate*(1+1e-9):
+				r.note = "violations above VPA's"
+			case x.ChangesPerSeriesDay > sweepChangeBudget:
+				r.note = "resizes over the budget"
+			case c.RelativeSlack > b.RelativeSlack:
+				r.g = (c.RelativeSlack - x.RelativeSlack) / (c.RelativeSlack - b.RelativeSlack)
+			}
+			return r
+		}
+		for _, p := range pts {
+			if p.family == "default" {
+				out = append(out, row(p.label+" (default)", m(p.s), "at its own point"))
+			}
+			if p.family == recommend.FleetPreset && p.param == 0.015 {
+				out = append(out, row(p.label+" (preset)", m(p.s), "at its own point"))
+			}
+		}
+		for _, fam := range []string{recommend.FleetPreset, recommend.SLOPreset} {
+			x := frontierAt(pts, fam, m, c.ViolationRate, sweepChangeBudget)
+			if math.IsNaN(x.RelativeSlack) {
+				out = append(out, gapRow{resource: res, policy: fam + " frontier", g: math.NaN(), vsCurve: math.NaN(), slack: math.NaN(),
+					note: "VPA's rate outside the swept range", vpaSlack: c.RelativeSlack, bound: b.RelativeSlack})
+				continue
+			}
+			out = append(out, row(fam+" frontier", x, "interpolated at VPA's violation rate"))
+		}
+	}
+	return out
+}
+
+// frontierAt interpolates a swept family's slack and resizes at violation
+// rate v (linear in log violations between the two neighbouring points),
+// over the points within maxRz resizes per series per day; the slack is
+// NaN when v is outside their range.
+func frontierAt(pts []sweepPoint, family string, m func(recommend.PolicyScore) recommend.Metrics, v, maxRz float64) recommend.Metrics {
+	var line []recommend.Metrics
+	for _, p := range pts {
+		if x := m(p.s); p.family == family && x.ChangesPerSeriesDay <= maxRz && x.ViolationRate > 0 {
+			line = append(line, x)
+		}
+	}
+	sort.Slice(line, func(a, b int) bool { return line[a].ViolationRate < line[b].ViolationRate })
+	for i := 1; i < len(line); i++ {
+		a, b := line[i-1], line[i]
+		if v < a.ViolationRate || v > b.ViolationRate {
+			continue
+		}
+		f := 0.0
+		if b.ViolationRate > a.ViolationRate {
+			f = math.Log(v/a.ViolationRate) / math.Log(b.ViolationRate/a.ViolationRate)
+		}
+		return recommend.Metrics{ViolationRate: v, RelativeSlack: a.RelativeSlack + f*(b.RelativeSlack-a.RelativeSlack),
+			ChangesPerSeriesDay: a.ChangesPerSeriesDay + f*(b.ChangesPerSeriesDay-a.ChangesPerSeriesDay)}
+	}
+	return recommend.Metrics{RelativeSlack: math.NaN()}
+}
+
+// printGap prints the gap-closure table and writes it as Markdown rows
+// (<out>/<trace>.gap.md) for hack/traces/frontier.sh to collect.
+func printGap(w io.Writer, name string, rows []gapRow, mdPath string) error {
+	fmt.Fprintf(w, "\ngap closure %s: G = (VPA − ours) / (VPA − budgeted bound), at ≤ VPA's violations and ≤ %g counted resize/series/day\n", name, sweepChangeBudget)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "resource\t policy\t slack\t viol\t resizes/day\t G\t ×VPA curve\t VPA slack\t bound\t note\t")
+	var md strings.Builder
+	f := func(v float64, format string) string {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return "–"
+		}
+		return fmt.Sprintf(format, v)
+	}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t%s\t\n", r.resource, r.policy, f(r.slack, "%.3f"), f(100*r.viol, "%.2f%%"),
+			f(r.rz, "%.2f"), f(r.g, "%.2f"), f(r.vsCurve, "%.2f×"), r.vpaSlack, r.bound, r.note)
+		fmt.Fprintf(&md, "| %s | %s | %s | %s | %s | %s | %s | **%s** | %s | %s |\n", name, r.resource, r.policy,
+			f(r.slack, "%.3f"), f(100*r.viol, "%.2f %%"), f(r.rz, "%.2f"), f(r.vsCurve, "%.2f×"), f(r.g, "%.2f"),
+			fmt.Sprintf("%.3f / %.2f %%", r.vpaSlack, 100*r.vpaViol), fmt.Sprintf("%.3f (%s)", r.bound, f(r.boundRz, "%.2f rz")))
+	}
+	tw.Flush()
+	if mdPath == "" {
+		return nil
+	}
+	return os.WriteFile(mdPath, []byte(md.String()), 0o644)
 }
