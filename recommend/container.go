@@ -1,6 +1,7 @@
 package recommend
 
 import (
+	"fmt"
 	"math"
 	"time"
 )
@@ -13,6 +14,11 @@ type resourceState struct {
 	peak    float64
 	// held is the target in force (hysteresis and step limits apply to it).
 	held float64
+	// season is the time-of-day state (DailyPeriods > 0), budget the
+	// resize budget per day this container brought to its node at its
+	// last recommendation.
+	season *season
+	budget float64
 }
 
 func newResourceState(rp *ResourcePolicy, base HistogramOptions, memo *decayMemo) resourceState {
@@ -23,10 +29,16 @@ func newResourceState(rp *ResourcePolicy, base HistogramOptions, memo *decayMemo
 		o.HalfLife = time.Duration(rp.FastHalfLife)
 		s.fast = mustHistogram(o, memo)
 	}
+	if rp.DailyPeriods > 0 {
+		s.season = newSeason(rp.DailyPeriods, base, memo)
+	}
 	return s
 }
 
 func (s *resourceState) add(rp *ResourcePolicy, t time.Time, v float64) {
+	if s.season != nil {
+		s.season.add(t, v)
+	}
 	iv := time.Duration(rp.PeakInterval)
 	if iv <= 0 {
 		s.hist.AddSample(v, 1, t)
@@ -104,28 +116,32 @@ func clampRound(rp *ResourcePolicy, v float64) float64 {
 	return v
 }
 
-// next applies hysteresis and step limits to a new clamped estimate and
-// returns the target in force.
-func (s *resourceState) next(rp *ResourcePolicy, est float64) float64 {
-	if s.held == 0 {
-		s.held = est
+// propose applies hysteresis and step limits to a new clamped estimate and
+// returns the target it would put in force (the one in force: no change).
+// A cyclic container follows its periods: a symmetric seasonBand, no step
+// limit.
+func (s *resourceState) propose(rp *ResourcePolicy, est float64, cyclic bool) float64 {
+	h := s.held
+	if h == 0 {
 		return est
 	}
-	h := s.held
+	up, down := rp.UpBand, rp.DownBand
+	if cyclic {
+		up, down = seasonBand, seasonBand
+	}
 	switch {
-	case est > h*(1+rp.UpBand):
-		if rp.MaxStepUp > 0 {
+	case est > h*(1+up):
+		if rp.MaxStepUp > 0 && !cyclic {
 			est = min(est, h*(1+rp.MaxStepUp))
 		}
-	case est < h*(1-rp.DownBand):
-		if rp.MaxStepDown > 0 {
+	case est < h*(1-down):
+		if rp.MaxStepDown > 0 && !cyclic {
 			est = max(est, h*(1-rp.MaxStepDown))
 		}
 	default:
 		return h
 	}
-	s.held = clampRound(rp, est)
-	return s.held
+	return clampRound(rp, est)
 }
 
 // container is the state of one container under one policy.
@@ -153,10 +169,17 @@ func newContainer(p *Policy, memo *decayMemo) *container {
 	if p.Engine == EngineVPA {
 		return &container{vpa: newVPAContainer(&p.VPA, memo)}
 	}
-	return &container{
+	c := &container{
 		cpu: newResourceState(&p.CPU, CPUHistogramOptions(), memo),
 		mem: newResourceState(&p.Memory, MemoryHistogramOptions(), memo),
 	}
+	if budgetActive(p, &p.CPU) {
+		c.cpu.budget = p.ResizeBudget
+	}
+	if budgetActive(p, &p.Memory) {
+		c.mem.budget = p.ResizeBudget
+	}
+	return c
 }
 
 func (c *container) add(p *Policy, s Sample) {
@@ -226,7 +249,7 @@ type fleetView struct{ lambda, rate float64 }
 // fleetViews are the views for CPU and memory (zero: no fleet controller).
 type fleetViews [2]fleetView
 
-func (c *container) recommend(p *Policy, now time.Time, fv fleetViews) (Recommendation, bool) {
+func (c *container) recommend(p *Policy, now time.Time, fv fleetViews, bv budgetViews) (Recommendation, bool) {
 	if c.samples == 0 {
 		return Recommendation{}, false
 	}
@@ -258,11 +281,39 @@ func (c *container) recommend(p *Policy, now time.Time, fv fleetViews) (Recommen
 	if ch := time.Duration(p.ConfidenceHistory); ch > 0 && life < ch {
 		widen += p.ShortHistoryMargin * (1 - float64(life)/float64(ch))
 	}
-	est := func(rs *resourceState, t *tracker, rp *ResourcePolicy, fl fleetView, req, lim float64) Estimate {
+	est := func(rs *resourceState, t *tracker, rp *ResourcePolicy, fl fleetView, b *budgetState, req, lim float64) Estimate {
 		t.step(rp, now)
 		raw, pct, value, cost, mode := rs.target(rp, t, fl.lambda)
+		// A cyclic container takes the coming period's target.
+		hist, horizon, cyclic := rs.hist, 1.0, false
+		if rs.season != nil && life >= seasonMinDays*24*time.Hour && rs.season.detect(now) {
+			ph := rs.season.periods[rs.season.period(now)]
+			if !ph.IsEmpty() && ph.total > 0 {
+				cyclic, hist, horizon = true, ph, 1/float64(len(rs.season.periods))
+				value, pct = ph.Percentile(rp.Percentile), rp.Percentile
+				mode = fmt.Sprintf("daily period %d/%d", rs.season.period(now)+1, len(rs.season.periods))
+				if cost > 0 {
+					if c := ph.costOptimum(cost); c > value {
+						value, pct = c, ph.cdf(c)
+					}
+				}
+				raw = value * (1 + t.margin) / rp.Saturation
+			}
+		}
+		target := rs.propose(rp, clampRound(rp, raw*widen), cyclic)
+		rs.budget = 0
+		if b != nil && budgetActive(p, rp) {
+			rs.budget = p.ResizeBudget
+			// A young container (still widened) changes freely, outside
+			// the node's count.
+			if target != rs.held && rs.held > 0 && established(p, life) &&
+				!b.offer(rs, budgetValue(hist, rs.held, target, cost, c.samplesPerDay(), horizon), target > rs.held, now) {
+				target = rs.held
+			}
+		}
+		rs.held = target
 		e := Estimate{
-			Target: rs.next(rp, clampRound(rp, raw*widen)),
+			Target: target,
 			Lower:  clampRound(rp, rs.raw(rp, 0.5)),
 			Upper:  clampRound(rp, rs.raw(rp, 1)*widen),
 		}
@@ -286,8 +337,8 @@ func (c *container) recommend(p *Policy, now time.Time, fv fleetViews) (Recommen
 		return e
 	}
 	r := Recommendation{Time: now,
-		CPU:    est(&c.cpu, &c.cpuT, &p.CPU, fv[0], c.spec.CPURequest, c.spec.CPULimit),
-		Memory: est(&c.mem, &c.memT, &p.Memory, fv[1], c.spec.MemoryRequest, c.spec.MemoryLimit),
+		CPU:    est(&c.cpu, &c.cpuT, &p.CPU, fv[0], bv[0], c.spec.CPURequest, c.spec.CPULimit),
+		Memory: est(&c.mem, &c.memT, &p.Memory, fv[1], bv[1], c.spec.MemoryRequest, c.spec.MemoryLimit),
 	}
 	if c.oomLimit > 0 && now.Sub(c.lastOOMAt) < time.Duration(p.OOMWindow) {
 		r.Memory.Limit = max(r.Memory.Limit, c.oomLimit)

@@ -57,6 +57,15 @@ type Policy struct {
 	// (1+OOMFactor)^(kills within OOMWindow), capped by Memory.Max.
 	OOMFactor float64  `json:"oom_factor"`
 	OOMWindow Duration `json:"oom_window"`
+	// ResizeBudget is the node's resize budget: changes of a target per
+	// container per day, for each resource, averaged over the containers
+	// of the Recommender (one node; in a replay, the trace) and allocated
+	// to the changes worth most (budget.go). Every change counts, whatever
+	// its size. 0 means no budget: each container's hysteresis alone
+	// decides. It applies to the resources with a cost objective
+	// (ViolationCost, RelativeViolationCost or FleetObjective), in whose
+	// units a change is priced.
+	ResizeBudget float64 `json:"resize_budget,omitempty"`
 }
 
 // ResourcePolicy is the cgpilot estimator of one resource (cores or bytes).
@@ -126,6 +135,13 @@ type ResourcePolicy struct {
 	// rate reported (default 24 h).
 	FleetObjective float64  `json:"fleet_objective"`
 	FleetHalfLife  Duration `json:"fleet_half_life"`
+	// DailyPeriods, when > 0, splits the day (UTC) into this many equal
+	// periods (a divisor of 24) and gives a container whose usage follows
+	// a daily cycle, detected from its own past (season.go), the target of
+	// the coming period, read from that period's own histogram with the
+	// same objective; a container without a cycle keeps the estimator
+	// above.
+	DailyPeriods int `json:"daily_periods,omitempty"`
 }
 
 func (r ResourcePolicy) validate(name string) error {
@@ -174,9 +190,14 @@ func (r ResourcePolicy) validate(name string) error {
 		return bad("fleet_objective", r.FleetObjective)
 	case r.FleetHalfLife < 0:
 		return bad("fleet_half_life", time.Duration(r.FleetHalfLife))
+	case r.DailyPeriods < 0 || r.DailyPeriods > 24 || (r.DailyPeriods > 0 && 24%r.DailyPeriods != 0):
+		return bad("daily_periods", r.DailyPeriods)
 	}
 	return nil
 }
+
+// maxResizeBudget bounds the resize budget: one change an hour.
+const maxResizeBudget = 24
 
 // maxObjective bounds a stated violation rate: above a quarter of the
 // samples a "request" is no longer a service level.
@@ -208,6 +229,9 @@ func (p Policy) Validate() error {
 	}
 	if p.MinHistory < 0 || p.ConfidenceHistory < 0 || !(p.ShortHistoryMargin >= 0) || !(p.OOMFactor >= 0) || p.OOMWindow < 0 {
 		return fmt.Errorf("%w: %s: history, margin and OOM settings must be ≥ 0", ErrInvalidPolicy, p.Name)
+	}
+	if !(p.ResizeBudget >= 0 && p.ResizeBudget <= maxResizeBudget) {
+		return fmt.Errorf("%w: %s: resize_budget = %v, want 0 (none) to %v changes per container per day", ErrInvalidPolicy, p.Name, p.ResizeBudget, maxResizeBudget)
 	}
 	return nil
 }
@@ -259,6 +283,29 @@ var presets = map[string]func() Policy{
 	// together (CPU 1.5 %, memory 0.15 % of the samples above target)
 	// instead of fitted to one trace.
 	FleetPreset: func() Policy { return FleetPolicy(FleetPreset, 0.015, 0.0015) },
+	// cgpilot-cyclic: cgpilot-balanced that follows a detected daily cycle
+	// with a target per quarter of the day, within a node's resize budget
+	// of one change per container per day.
+	CyclicPreset: cyclicPreset,
+}
+
+// CyclicPreset names the time-of-day preset.
+const CyclicPreset = "cgpilot-cyclic"
+
+// DefaultResizeBudget is the resize budget of the presets that have one:
+// one change of a target per container per day, on average over a node.
+const DefaultResizeBudget = 1
+
+// cyclicPreset is cgpilot-balanced with DailyPeriods 4 (a target per
+// quarter of the day; 8 and 12 gave more slack on Google's tasks, whose
+// period histograms then hold too few samples) and the node's resize
+// budget, which keeps flat containers still.
+func cyclicPreset() Policy {
+	p := balancedPreset()
+	p.Name = CyclicPreset
+	p.CPU.DailyPeriods, p.Memory.DailyPeriods = 4, 4
+	p.ResizeBudget = DefaultResizeBudget
+	return p
 }
 
 // FleetPreset names the preset with a node-wide violation objective.

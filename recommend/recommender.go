@@ -66,6 +66,9 @@ type Recommender struct {
 	fleet   [2]fleetState
 	members []fleetMember
 	ids     []string
+	// budget holds the node's resize allocators of CPU and memory
+	// (ResizeBudget; guarded by mu).
+	budget [2]budgetState
 }
 
 // New returns a Recommender for a validated copy of p.
@@ -226,7 +229,40 @@ func (r *Recommender) Recommend(id string, now time.Time) (Recommendation, bool)
 	if !ok {
 		return Recommendation{}, false
 	}
-	return c.recommend(&r.policy, now, r.fleetViews(now))
+	return c.recommend(&r.policy, now, r.fleetViews(now), r.budgetViews(now))
+}
+
+// budgetViews ticks the resize allocators, as often as the fleet
+// controllers, and returns them. r.mu must be held.
+func (r *Recommender) budgetViews(now time.Time) budgetViews {
+	var bv budgetViews
+	if r.policy.Engine != EngineCgpilot {
+		return bv
+	}
+	for i := range r.budget {
+		b := &r.budget[i]
+		if !b.started || now.Sub(b.last) >= fleetMinTick {
+			b.tick(now, r.budgetRate(i))
+		}
+		bv[i] = b
+	}
+	return bv
+}
+
+// budgetRate is the sum of the resize budgets (per day) of the
+// established containers for resource i. r.mu must be held.
+func (r *Recommender) budgetRate(i int) float64 {
+	var rate float64
+	for _, c := range r.containers {
+		rs := &c.cpu
+		if i == 1 {
+			rs = &c.mem
+		}
+		if c.samples > 0 && established(&r.policy, c.last.Sub(c.first)) {
+			rate += rs.budget
+		}
+	}
+	return rate
 }
 
 // fleetViews ticks the fleet controllers when the policy has any and the
@@ -292,7 +328,7 @@ func (r *Recommender) RecommendWith(id string, now time.Time, o Overrides) (Reco
 	if !ok {
 		return Recommendation{}, false, nil
 	}
-	rec, ok := c.recommend(p, now, r.fleetViews(now))
+	rec, ok := c.recommend(p, now, r.fleetViews(now), r.budgetViews(now))
 	return rec, ok, nil
 }
 

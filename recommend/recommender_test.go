@@ -127,7 +127,8 @@ func TestShortHistory(t *testing.T) {
 	}
 }
 
-// TestHysteresisAndStepLimit drives resourceState.next directly.
+// TestHysteresisAndStepLimit drives resourceState.propose directly, each
+// proposal put in force.
 func TestHysteresisAndStepLimit(t *testing.T) {
 	rp := ResourcePolicy{Percentile: 0.9, Saturation: 1, Round: 0.001, MaxStepDown: 0.5, MaxStepUp: 1, DownBand: 0.3, UpBand: 0.1}
 	var s resourceState
@@ -144,9 +145,11 @@ func TestHysteresisAndStepLimit(t *testing.T) {
 		{0.55, 0.6},  // inside the band
 		{0.41, 0.41}, // below it: follows
 	} {
-		if got := s.next(&rp, tc.est); math.Abs(got-tc.want) > 1e-9 {
-			t.Fatalf("next(%v) = %v, want %v", tc.est, got, tc.want)
+		got := s.propose(&rp, tc.est, false)
+		if math.Abs(got-tc.want) > 1e-9 {
+			t.Fatalf("propose(%v) = %v, want %v", tc.est, got, tc.want)
 		}
+		s.held = got
 	}
 }
 

@@ -121,7 +121,7 @@ func TestRecorderMatchesReference(t *testing.T) {
 					gotRec, ok := r.Recommend(id, end)
 					// The fleet's λ (cgpilot-fleet) is the Recommender's,
 					// solved at end over all its containers.
-					wantRec, wantOK := c.recommend(&p, end, r.views())
+					wantRec, wantOK := c.recommend(&p, end, r.views(), budgetViews{}) // a first target: free
 					if ok != wantOK || gotRec != wantRec {
 						t.Errorf("%s %s: recommendation %+v %v, reference %+v %v", path, id, gotRec, ok, wantRec, wantOK)
 					}

@@ -166,7 +166,7 @@ func replayEach(rs []*seriesReplay, opt *ReplayOptions, pol, ctl *scoreAcc) erro
 				if len(sr.s.TS) > 0 {
 					sr.feed(sr.firstT)
 					for T := sr.firstT; T <= sr.last; T += sr.stepSec {
-						if row, ok := sr.step(T, fleetViews{}); ok && opt.Rows != nil {
+						if row, ok := sr.step(T, fleetViews{}, budgetViews{}); ok && opt.Rows != nil {
 							sr.rows = append(sr.rows, row)
 						}
 					}
@@ -227,15 +227,25 @@ func replayTogether(rs []*seriesReplay, fleets *replayFleet, firstT, lastT, step
 	var sinkErr error
 	for k := range steps {
 		T := firstT + int64(k)*step
-		fv := fleets.tick(time.Unix(T, 0), rs)
-		par(func(i int, sr *seriesReplay) {
+		fv, bv := fleets.tick(time.Unix(T, 0), rs)
+		stepAll := par
+		if fleets.budgeted() {
+			// The allocator grants in series order, as a node's decision
+			// round asks its containers in order.
+			stepAll = func(f func(i int, sr *seriesReplay)) {
+				for i, sr := range rs {
+					f(i, sr)
+				}
+			}
+		}
+		stepAll(func(i int, sr *seriesReplay) {
 			if !sr.active(T) {
 				if len(sr.s.TS) > 0 && T < sr.firstT {
 					sr.feed(T + step) // history before its first boundary
 				}
 				return
 			}
-			rows[i], has[i] = sr.step(T, fv)
+			rows[i], has[i] = sr.step(T, fv, bv)
 		})
 		for i := range rs {
 			if has[i] && opt.Rows != nil && sinkErr == nil {
@@ -304,11 +314,11 @@ func (sr *seriesReplay) active(T int64) bool {
 // step recommends at boundary T (the series must be active), scores the
 // samples in [T, T+step) and feeds them. It returns the row when the
 // replay wants rows.
-func (sr *seriesReplay) step(T int64, fv fleetViews) (RecRow, bool) {
+func (sr *seriesReplay) step(T int64, fv fleetViews, bv budgetViews) (RecRow, bool) {
 	s, opt := sr.s, sr.opt
 	now := time.Unix(T, 0)
-	pr, pok := sr.pc.recommend(&opt.Policy, now, fv)
-	cr, cok := sr.cc.recommend(&opt.Control, now, fleetViews{})
+	pr, pok := sr.pc.recommend(&opt.Policy, now, fv, bv)
+	cr, cok := sr.cc.recommend(&opt.Control, now, fleetViews{}, budgetViews{})
 	var row RecRow
 	if opt.Rows != nil {
 		row = RecRow{TS: T, Series: s.Name, OK: pok, Policy: pr, Control: cr}
@@ -341,23 +351,49 @@ type replayFleet struct {
 	p       *Policy
 	fleet   [2]fleetState
 	members []fleetMember
+	budget  [2]budgetState
 }
 
 func newReplayFleet(p *Policy) *replayFleet { return &replayFleet{p: p} }
 
-// active reports whether the policy has a fleet controller.
+// active reports whether the policy has a fleet controller or a resize
+// budget: node-level state.
 func (f *replayFleet) active() bool {
-	return f.p.Engine == EngineCgpilot && (f.p.CPU.FleetObjective > 0 || f.p.Memory.FleetObjective > 0)
+	return f.p.Engine == EngineCgpilot && (f.p.CPU.FleetObjective > 0 || f.p.Memory.FleetObjective > 0) || f.budgeted()
 }
 
-// tick runs the controllers at now over the series active at now, in
-// series order, and returns the views for the boundary.
-func (f *replayFleet) tick(now time.Time, rs []*seriesReplay) fleetViews {
+// budgeted reports whether the policy's changes go through a resize
+// allocator.
+func (f *replayFleet) budgeted() bool {
+	return budgetActive(f.p, &f.p.CPU) || budgetActive(f.p, &f.p.Memory)
+}
+
+// tick runs the controllers and allocators at now over the series active
+// at now, in series order, and returns the views for the boundary.
+func (f *replayFleet) tick(now time.Time, rs []*seriesReplay) (fleetViews, budgetViews) {
 	var fv fleetViews
+	var bv budgetViews
 	if f.p.Engine != EngineCgpilot {
-		return fv
+		return fv, bv
 	}
 	T := now.Unix()
+	if f.budgeted() {
+		for i := range f.budget {
+			var rate float64
+			for _, sr := range rs {
+				if !sr.active(T) || sr.pc.samples == 0 || !established(f.p, sr.pc.last.Sub(sr.pc.first)) {
+					continue
+				}
+				if i == 0 {
+					rate += sr.pc.cpu.budget
+				} else {
+					rate += sr.pc.mem.budget
+				}
+			}
+			f.budget[i].tick(now, rate)
+			bv[i] = &f.budget[i]
+		}
+	}
 	for i, rp := range []*ResourcePolicy{&f.p.CPU, &f.p.Memory} {
 		if rp.FleetObjective <= 0 {
 			continue
@@ -380,7 +416,7 @@ func (f *replayFleet) tick(now time.Time, rs []*seriesReplay) fleetViews {
 			fv[i].lambda = rp.ViolationCost
 		}
 	}
-	return fv
+	return fv, bv
 }
 
 // at returns v[i], or 0 when the column is absent (nil).

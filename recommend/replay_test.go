@@ -101,7 +101,8 @@ func testOnlyPastSamples(t *testing.T, preset string) {
 // order, or boundary by boundary with the fleet controller.
 func TestReplayDeterministicAcrossWorkers(t *testing.T) {
 	tr := syntheticTrace(2, 5, 3)
-	for _, preset := range []string{DefaultPreset, FleetPreset} {
+	for _, preset := range []string{DefaultPreset, FleetPreset, CyclicPreset} {
+		together := preset != DefaultPreset
 		s1, r1 := replayRowsWith(t, tr, 1, preset)
 		s2, r2 := replayRowsWith(t, tr, 3, preset)
 		if !reflect.DeepEqual(s1, s2) || !reflect.DeepEqual(r1, r2) {
@@ -109,10 +110,10 @@ func TestReplayDeterministicAcrossWorkers(t *testing.T) {
 		}
 		last := map[string]int64{}
 		for i, r := range r1 {
-			if preset == FleetPreset && i > 0 && r.TS < r1[i-1].TS {
+			if together && i > 0 && r.TS < r1[i-1].TS {
 				t.Fatalf("%s: row %d at %d after %d: not in boundary order", preset, i, r.TS, r1[i-1].TS)
 			}
-			if preset != FleetPreset && i > 0 && r.Series != r1[i-1].Series && last[r.Series] != 0 {
+			if !together && i > 0 && r.Series != r1[i-1].Series && last[r.Series] != 0 {
 				t.Fatalf("%s: rows of %s resume after another series'", preset, r.Series)
 			}
 			if p, ok := last[r.Series]; ok && r.TS != p+3600 {
