@@ -39,7 +39,7 @@ func TestLiveEqualsReplay(t *testing.T) {
 		},
 	}
 	for name, load := range traces {
-		for _, preset := range []string{"cgpilot-balanced", "cgpilot-fleet", "vpa"} {
+		for _, preset := range []string{"cgpilot-balanced", "cgpilot-fleet", "cgpilot-cyclic", "vpa"} {
 			t.Run(name+"/"+preset, func(t *testing.T) {
 				tr := load(t)
 				pol, err := recommend.Preset(preset)
