@@ -374,6 +374,9 @@ func balancedPreset() Policy {
 		ShortHistoryMargin: 1,
 		OOMFactor:          0.2,
 		OOMWindow:          Duration(24 * time.Hour),
+		// A node's resize budget; it binds only on presets with a cost
+		// objective (balanced, fleet, cyclic).
+		ResizeBudget: DefaultResizeBudget,
 	}
 }
 
@@ -416,6 +419,9 @@ type Overrides struct {
 	// MinHistory replaces the policy's MinHistory (the cgpilot engine's;
 	// the vpa engine has none).
 	MinHistory *Duration `json:"minHistory,omitempty"`
+	// ResizeBudget replaces the policy's ResizeBudget (changes per
+	// container per day; the cgpilot engine's).
+	ResizeBudget *float64 `json:"resizesPerDay,omitempty"`
 }
 
 // WithOverrides returns p with o applied and validated, or an error
@@ -437,6 +443,12 @@ func (p Policy) WithOverrides(o Overrides) (Policy, error) {
 		// A short required history also shortens the confidence ramp, so
 		// the first targets are not widened for a day.
 		p.ConfidenceHistory = min(p.ConfidenceHistory, Duration(4*time.Duration(*o.MinHistory)))
+	}
+	if o.ResizeBudget != nil {
+		if p.Engine == EngineVPA {
+			return Policy{}, bad("policy", "resizesPerDay", "not supported by the vpa engine")
+		}
+		p.ResizeBudget = *o.ResizeBudget
 	}
 	for _, x := range []struct {
 		name string

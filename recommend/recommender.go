@@ -352,7 +352,7 @@ func (r *Recommender) overridden(o Overrides) (*Policy, error) {
 
 // OverridesKey is Overrides by value (Overrides holds pointers), for
 // maps and comparisons.
-type OverridesKey [11]struct {
+type OverridesKey [12]struct {
 	Set bool
 	V   float64
 }
@@ -368,6 +368,9 @@ func (o Overrides) Key() OverridesKey {
 	}
 	if o.MinHistory != nil {
 		k[10].Set, k[10].V = true, float64(*o.MinHistory)
+	}
+	if o.ResizeBudget != nil {
+		k[11].Set, k[11].V = true, *o.ResizeBudget
 	}
 	return k
 }

@@ -101,8 +101,9 @@ func testOnlyPastSamples(t *testing.T, preset string) {
 // order, or boundary by boundary with the fleet controller.
 func TestReplayDeterministicAcrossWorkers(t *testing.T) {
 	tr := syntheticTrace(2, 5, 3)
-	for _, preset := range []string{DefaultPreset, FleetPreset, CyclicPreset} {
-		together := preset != DefaultPreset
+	for _, preset := range []string{DefaultPreset, FleetPreset, CyclicPreset, "platform-sl-0.6"} {
+		p := mustPreset(t, preset)
+		together := newReplayFleet(&p).active() // node-level state: boundary by boundary
 		s1, r1 := replayRowsWith(t, tr, 1, preset)
 		s2, r2 := replayRowsWith(t, tr, 3, preset)
 		if !reflect.DeepEqual(s1, s2) || !reflect.DeepEqual(r1, r2) {
