@@ -82,7 +82,7 @@ type RightsizePolicySpec struct {
 	// Preset names the recommender policy (cgpilotctl replay --policy);
 	// the overrides below change it for this policy only.
 	// +kubebuilder:default=cgpilot-balanced
-	// +kubebuilder:validation:Enum=cgpilot-balanced;cgpilot-fleet;cgpilot-slo;platform-sl-0.4;platform-sl-0.6;platform-sl-0.8;vpa
+	// +kubebuilder:validation:Enum=cgpilot-balanced;cgpilot-cyclic;cgpilot-fleet;cgpilot-slo;platform-sl-0.4;platform-sl-0.6;platform-sl-0.8;vpa
 	// +optional
 	Preset string `json:"preset,omitempty"`
 	// CPU overrides the preset for CPU.
@@ -99,6 +99,18 @@ type RightsizePolicySpec struct {
 	// +kubebuilder:validation:Maximum=4
 	// +optional
 	OOMFactor *float64 `json:"oomFactor,omitempty"`
+	// ResizesPerDay is the node's resize budget for the containers this
+	// policy covers: changes of a request per container per day, on
+	// average over a node's containers, allocated by the agent to the
+	// changes worth most (flat containers hold still, cyclic and growing
+	// ones move; raises after usage grows are always made). It applies to
+	// the presets with a cost objective (cgpilot-balanced, cgpilot-fleet,
+	// cgpilot-cyclic); 0.1 to 24.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0.1
+	// +kubebuilder:validation:Maximum=24
+	// +optional
+	ResizesPerDay *float64 `json:"resizesPerDay,omitempty"`
 	// MaxChangePerStep bounds each change of a request, as a fraction of
 	// its current value (0.5: at most halved or raised by half per step).
 	// +kubebuilder:validation:ExclusiveMinimum=true

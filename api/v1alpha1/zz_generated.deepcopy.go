@@ -283,6 +283,11 @@ func (in *RightsizePolicySpec) DeepCopyInto(out *RightsizePolicySpec) {
 		*out = new(float64)
 		**out = **in
 	}
+	if in.ResizesPerDay != nil {
+		in, out := &in.ResizesPerDay, &out.ResizesPerDay
+		*out = new(float64)
+		**out = **in
+	}
 	if in.MaxChangePerStep != nil {
 		in, out := &in.MaxChangePerStep, &out.MaxChangePerStep
 		*out = new(float64)
