@@ -169,6 +169,7 @@ func compilePolicy(rp *v1alpha1.RightsizePolicy) (*rightsize.Policy, labels.Sele
 	}
 	mh := recommend.Duration(p.MinHistory)
 	p.Overrides.MinHistory = &mh
+	p.Overrides.ResizeBudget = s.ResizesPerDay
 	p.Overrides.CPU = resourceOverrides(s.CPU, func(q resource.Quantity) float64 { return float64(q.MilliValue()) / 1000 })
 	p.Overrides.Memory = resourceOverrides(s.Memory, func(q resource.Quantity) float64 { return float64(q.Value()) })
 	if err := p.Check(); err != nil {
