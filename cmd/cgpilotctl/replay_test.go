@@ -47,7 +47,7 @@ func TestReplayGolden(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "replay: 2/2 (100%)") {
+	if !strings.Contains(stderr.String(), " (100%)") { // series, or boundaries when replayed together
 		t.Errorf("no progress display on stderr: %q", stderr.String())
 	}
 	golden(t, "mini.table.golden", elapsedRE.ReplaceAll(stdout.Bytes(), []byte("replayed in X")))
@@ -126,7 +126,7 @@ func TestReplaySweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	want := len(sweepVPAPercentiles) + len(sweepObjectives) + len(sweepFleet) + 2 + len(sweepBoundBlocks) + 1 // + default preset, control, bounds, budgeted bound
+	want := len(sweepVPAPercentiles) + len(sweepObjectives) + len(sweepFleet) + 3 + len(sweepBoundBlocks) + 1 // + default and cyclic presets, control, bounds, budgeted bound
 	if len(lines) != want+1 || !strings.HasPrefix(lines[0], "trace,family,policy,param,scored_samples,cpu_relative_slack") {
 		t.Fatalf("sweep CSV has %d lines (want %d + header):\n%s", len(lines), want, b)
 	}

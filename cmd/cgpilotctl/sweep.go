@@ -77,6 +77,8 @@ func sweepPolicies() []struct {
 	}
 	def, _ := recommend.Preset(recommend.DefaultPreset)
 	add("default", 0, def)
+	cyc, _ := recommend.Preset(recommend.CyclicPreset)
+	add("preset", 0, cyc)
 	return out
 }
 
@@ -196,11 +198,11 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 	}
 	const pw, ph, ml, mt, mb, mr = 460, 330, 60, 46, 52, 16
 	width := max(len(panels)*(pw+ml+mr)+10, 640)
-	height := ph + mt + mb + 168 // the legend: seven lines and a note
+	height := ph + mt + mb + 186 // the legend: eight lines and a note
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(w, `<text x="10" y="20" font-size="15" font-weight="bold">%s: slack against violations (lower left is better; compare at equal violations)</text>`+"\n", xmlEscape(trace))
-	colors := map[string]string{"vpa": "#d62728", recommend.SLOPreset: "#1f77b4", recommend.FleetPreset: "#9467bd", "default": "#2ca02c", "control": "#7f7f7f", "bound": "#000000", "budget-bound": "#ff7f0e"}
+	colors := map[string]string{"vpa": "#d62728", recommend.SLOPreset: "#1f77b4", recommend.FleetPreset: "#9467bd", "default": "#2ca02c", "control": "#7f7f7f", "bound": "#000000", "budget-bound": "#ff7f0e", "preset": "#17becf"}
 	for i, res := range panels {
 		x0 := 10 + i*(pw+ml+mr) + ml
 		metric := func(p sweepPoint) recommend.Metrics {
@@ -245,7 +247,7 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 		}
 		fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle">violation rate (share of samples above the target, log)</text>`+"\n", x0+pw/2, mt+ph+34)
 		fmt.Fprintf(w, `<text transform="translate(%d,%d) rotate(-90)" text-anchor="middle">relative slack (Σ slack / Σ usage)</text>`+"\n", x0-44, mt+ph/2)
-		for _, fam := range []string{"vpa", recommend.SLOPreset, recommend.FleetPreset, "default", "control", "bound", "budget-bound"} {
+		for _, fam := range []string{"vpa", recommend.SLOPreset, recommend.FleetPreset, "default", "preset", "control", "bound", "budget-bound"} {
 			var line []sweepPoint
 			for _, p := range pts {
 				if p.family == fam {
@@ -265,7 +267,7 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 				x, y := px(m.ViolationRate), py(m.RelativeSlack)
 				shape := fmt.Sprintf(`<circle cx="%.1f" cy="%.1f" r="4" fill="%s"/>`, x, y, colors[fam])
 				switch fam {
-				case "default", "control":
+				case "default", "control", "preset":
 					shape = fmt.Sprintf(`<rect x="%.1f" y="%.1f" width="10" height="10" fill="%s" stroke="black"/>`, x-5, y-5, colors[fam])
 				case "bound", "budget-bound":
 					shape = fmt.Sprintf(`<path d="M%.1f,%.1f l10,10 m0,-10 l-10,10" stroke="%s" stroke-width="2"/>`, x-5, y-5, colors[fam])
@@ -284,6 +286,7 @@ func writeSweepSVG(w io.Writer, trace string, memory bool, pts []sweepPoint) {
 		{recommend.SLOPreset, "cgpilot-slo, per-container CPU objective swept 0.2–10 % (memory a tenth)"},
 		{recommend.FleetPreset, "cgpilot-fleet, node-wide CPU objective swept 0.5–6 % (memory a tenth)"},
 		{"default", recommend.DefaultPreset + " (default preset)"},
+		{"preset", recommend.CyclicPreset + " (time of day, within the resize budget)"},
 		{"control", "VPA 1.8.1 defaults (p90 + 15 %)"},
 		{"bound", "hindsight bounds at VPA's violation rate: one target per series per day (upper ×) and per half day"},
 		{"budget-bound", "budgeted hindsight bound at VPA's violation rate: per-series blocks, ≤ 1 counted change/series/day"},
@@ -374,7 +377,7 @@ func gapClosure(pts []sweepPoint, memory bool) []gapRow {
 			if p.family == "default" {
 				out = append(out, row(p.label+" (default)", m(p.s), "at its own point"))
 			}
-			if p.family == recommend.FleetPreset && p.param == 0.015 {
+			if p.family == recommend.FleetPreset && p.param == 0.015 || p.family == "preset" {
 				out = append(out, row(p.label+" (preset)", m(p.s), "at its own point"))
 			}
 		}
