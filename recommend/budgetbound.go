@@ -42,6 +42,10 @@ type BudgetBoundOptions struct {
 // tables that print the bound beside its family.
 const BudgetBoundFamily = "per-series block 1–24 h and offset, targets changed anywhere, ≤ budget counted changes (10 % dead band) over all series-days"
 
+// BudgetBoundEveryMoveFamily names BudgetBound's schedules with
+// CountEveryMove.
+const BudgetBoundEveryMoveFamily = "per-series block 1–24 h and offset, ≤ budget changes of any size over all series-days"
+
 // BudgetBound returns the least relative slack of a hindsight schedule
 // under the scorer's own budget: at most budget violations (share of
 // scored samples) and at most o.ChangesPerSeriesDay counted changes per
@@ -178,6 +182,9 @@ func BudgetBound(tr *Trace, budget float64, o BudgetBoundOptions) (Bound, error)
 	}
 	out := Bound{RelativeSlack: best.slack / usage, ViolationRate: best.viol / float64(n), Lambda: bestL, ChangeCost: bestM,
 		Family: BudgetBoundFamily}
+	if o.CountEveryMove {
+		out.Family = BudgetBoundEveryMoveFamily
+	}
 	if days > 0 {
 		out.ChangesPerSeriesDay = float64(best.changes) / days
 		out.MovesPerSeriesDay = float64(best.moves) / days

@@ -25,6 +25,14 @@
 // HindsightBound is the least slack any policy holding one target per
 // series per block could have had at a violation budget, knowing the
 // whole trace: how far a policy is from what prediction could give.
+// BudgetBound is the bound under the scorer's own resize budget: each
+// series chooses its block length (1–24 h, or its whole span) and offset,
+// counted changes (the scorer's, beyond a 10 % dead band) are at most one
+// per series-day averaged over the trace, and the Lagrangian in
+// violations and changes is solved exactly per series by a dynamic
+// programme over its blocks (budgetbound.go). `replay --sweep` prints both
+// and the gap closure G = (VPA's slack − ours) / (VPA's slack − BudgetBound)
+// at VPA's violation rate.
 //
 // # Engines and presets
 //
@@ -87,6 +95,40 @@
 // controller sees at T every series' samples before T and nothing after.
 // Explanation reports the λ used (ViolationCost), the objective and the
 // node's realised rate.
+//
+// Preset "cgpilot-cyclic" is cgpilot-balanced with time-of-day
+// awareness (ResourcePolicy.DailyPeriods = 4, season.go): a container
+// whose usage follows a daily cycle holds a target per quarter of the
+// (UTC) day, read with the same cost objective from a histogram of that
+// period's samples (48 h half-life); others keep the marginal estimator.
+// The cycle is detected from the container's own hourly means of the last
+// 3–7 days, each day less its mean, by the method of AUTOPERIOD (Vlachos,
+// Yu and Castelli, SDM 2005), which Crane's DSP predictor also follows:
+// the periodogram power at one, two and three cycles a day must beat 39
+// permutations of the same values (no cycle in noise: the null is the
+// series' own marginal distribution, whatever its shape), and the
+// autocorrelation at 24 h must be on a hill (a local maximum, ≥ 0.3).
+// Chosen over seasonal quantiles of a fixed calendar because a node
+// carries mostly non-cyclic containers, which must keep today's estimator
+// and spend no resizes; over a full spectral forecast (Crane fits the
+// dominant frequencies and predicts the next cycle) because a request is
+// a quantile, not a mean: the period's own distribution, priced as the
+// rest, gives it directly.
+//
+// Resize budget (Policy.ResizeBudget, default 1 change per container per
+// day on the cost presets; a RightsizePolicy's resizesPerDay): the node's
+// changes are allocated where they pay (budget.go). Every proposed change
+// is priced by what it saves until the next chance to change, in the cost
+// objective's units (E[(x − u)⁺] + λ·P(u > x) per sample, times the
+// samples), against the price at which the last day's best offers (one
+// per container) would have used the node's budget; a token bucket
+// (half a day of the budget) makes it a cap. Raises are always made (they
+// stand between a container and violations) and spend a token in debt;
+// cuts wait for a token. Every change counts, of any size: the scorer's
+// 10 % dead band is not used to move for free. A container's first target,
+// a young container's changes (before ConfidenceHistory) and OOM bumps
+// are free. With a budget the replay advances all series together and
+// grants in series order, as a node's decision round asks its containers.
 //
 // OOM: the memory limit after a kill is
 // max(current limit, usage at kill) × (1 + OOMFactor)^(kills within

@@ -385,7 +385,8 @@ func gapClosure(pts []sweepPoint, memory bool) []gapRow {
 			x := frontierAt(pts, fam, m, c.ViolationRate, sweepChangeBudget)
 			if math.IsNaN(x.RelativeSlack) {
 				out = append(out, gapRow{resource: res, policy: fam + " frontier", g: math.NaN(), vsCurve: math.NaN(), slack: math.NaN(),
-					note: "VPA's rate outside the swept range", vpaSlack: c.RelativeSlack, bound: b.RelativeSlack})
+					viol: math.NaN(), rz: math.NaN(), note: "VPA's rate outside the swept range", vpaSlack: c.RelativeSlack,
+					vpaViol: c.ViolationRate, bound: b.RelativeSlack, boundViol: b.ViolationRate, boundRz: b.ChangesPerSeriesDay})
 				continue
 			}
 			out = append(out, row(fam+" frontier", x, "interpolated at VPA's violation rate"))
@@ -437,9 +438,9 @@ func printGap(w io.Writer, name string, rows []gapRow, mdPath string) error {
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t%s\t\n", r.resource, r.policy, f(r.slack, "%.3f"), f(100*r.viol, "%.2f%%"),
 			f(r.rz, "%.2f"), f(r.g, "%.2f"), f(r.vsCurve, "%.2f×"), r.vpaSlack, r.bound, r.note)
-		fmt.Fprintf(&md, "| %s | %s | %s | %s | %s | %s | %s | **%s** | %s | %s |\n", name, r.resource, r.policy,
+		fmt.Fprintf(&md, "| %s | %s | %s | %s | %s | %s | %s | **%s** | %s | %s | %s |\n", name, r.resource, r.policy,
 			f(r.slack, "%.3f"), f(100*r.viol, "%.2f %%"), f(r.rz, "%.2f"), f(r.vsCurve, "%.2f×"), f(r.g, "%.2f"),
-			fmt.Sprintf("%.3f / %.2f %%", r.vpaSlack, 100*r.vpaViol), fmt.Sprintf("%.3f (%s)", r.bound, f(r.boundRz, "%.2f rz")))
+			fmt.Sprintf("%.3f / %.3g %%", r.vpaSlack, 100*r.vpaViol), fmt.Sprintf("%.3f (%s)", r.bound, f(r.boundRz, "%.2f rz")), r.note)
 	}
 	tw.Flush()
 	if mdPath == "" {

@@ -23,8 +23,8 @@ go build -o "$bin" ./cmd/cgpilotctl
 mkdir -p "$out"
 gap=$out/gap.md
 {
-  echo "| trace | resource | policy | slack | violations | resizes/day | ×VPA's curve | **G** | VPA slack / violations | bound (family: per-series blocks, ≤ 1 counted change/series/day; its resizes) |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| trace | resource | policy | slack | violations | resizes/day | ×VPA's curve | **G** | VPA slack / violations | bound (family: per-series blocks, ≤ 1 counted change/series/day; its resizes) | note |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
 } > "$gap.tmp"
 for t in google2019-sample azure2017-sample bitbrains-2013-07 bitbrains-2013-08; do
   f=$data/traces/$t.csv.gz
