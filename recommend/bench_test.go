@@ -220,20 +220,28 @@ func BenchmarkReplayMonth(b *testing.B) {
 // two days of 5-minute history, at a new hour each round. With the fleet
 // controller the round's first call also ticks it (hulls of all 1000
 // histograms, λ solved); the ratio to cgpilot-balanced is its cost.
+// Four days of history, so that cgpilot-cyclic's detection runs on whole
+// days; "-no-budget" is the default preset without its resize budget (the
+// allocator's cost is the difference).
 func BenchmarkDecisionRound(b *testing.B) {
-	for _, preset := range []string{DefaultPreset, FleetPreset} {
+	for _, preset := range []string{DefaultPreset, DefaultPreset + "-no-budget", FleetPreset, CyclicPreset} {
 		b.Run(preset, func(b *testing.B) {
-			r, _ := New(mustPreset(b, preset))
+			p, err := Preset(preset)
+			if err != nil {
+				p = mustPreset(b, DefaultPreset)
+				p.ResizeBudget = 0
+			}
+			r, _ := New(p)
 			ids := make([]string, 1000)
 			for c := range ids {
 				ids[c] = fmt.Sprintf("ns/pod-%d/c", c)
 				h := r.Recorder(ids[c])
-				for i := range 576 {
+				for i := range 4 * 288 {
 					v := 0.01 * float64(1+(c*7+i*13)%300)
 					_ = h.Add(Sample{Time: t0.Add(time.Duration(i) * 5 * time.Minute), CPUCores: v, MemoryBytes: 1e8 * (1 + v)})
 				}
 			}
-			now := t0.Add(48 * time.Hour)
+			now := t0.Add(96 * time.Hour)
 			for b.Loop() {
 				for _, id := range ids {
 					r.Recommend(id, now)

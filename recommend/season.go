@@ -2,6 +2,7 @@ package recommend
 
 import (
 	"math"
+	"sync"
 	"time"
 )
 
@@ -145,7 +146,19 @@ func (s *season) detect(now time.Time) bool {
 	if !(total > 0) {
 		return false
 	}
-	tw := dailyTwiddles(n, days)
+	acf := func(lag int) float64 {
+		var c float64
+		for i := lag; i < n; i++ {
+			c += x[i] * x[i-lag]
+		}
+		return c / total
+	}
+	// The hill first: it is cheap, and most containers fail it.
+	s.acf = acf(24)
+	if !(s.acf >= seasonMinACF && s.acf >= acf(23) && s.acf >= acf(25)) {
+		return false
+	}
+	tw := dailyTwiddles(days)
 	power := dailyPower(x, tw)
 	// The null: the same values in random order (a fixed sequence, so that
 	// replay and the live agent decide alike).
@@ -166,21 +179,26 @@ func (s *season) detect(now time.Time) bool {
 		}
 	}
 	s.pval = float64(beaten+1) / float64(seasonPerms+1)
-	acf := func(lag int) float64 {
-		var c float64
-		for i := lag; i < n; i++ {
-			c += x[i] * x[i-lag]
-		}
-		return c / total
-	}
-	s.acf = acf(24)
-	s.cyclic = beaten == 0 && s.acf >= seasonMinACF && s.acf >= acf(23) && s.acf >= acf(25)
+	s.cyclic = beaten == 0
 	return s.cyclic
 }
 
-// dailyTwiddles are the DFT's cos and sin terms of n hourly values at one,
-// two and three cycles a day.
-func dailyTwiddles(n, days int) [3][2][]float64 {
+// twiddles holds dailyTwiddles by the number of days (seasonMinDays to
+// seasonDays), computed once.
+var twiddles [seasonDays + 1]struct {
+	once sync.Once
+	tw   [3][2][]float64
+}
+
+// dailyTwiddles are the DFT's cos and sin terms of days·24 hourly values at
+// one, two and three cycles a day (read-only, shared).
+func dailyTwiddles(days int) [3][2][]float64 {
+	t := &twiddles[days]
+	t.once.Do(func() { t.tw = computeTwiddles(days*24, days) })
+	return t.tw
+}
+
+func computeTwiddles(n, days int) [3][2][]float64 {
 	var tw [3][2][]float64
 	for h, k := range []int{days, 2 * days, 3 * days} {
 		tw[h][0], tw[h][1] = make([]float64, n), make([]float64, n)
