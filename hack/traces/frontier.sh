@@ -9,7 +9,7 @@
 # Step 1 h, warmup 24 h. Google and Azure are replayed whole; the two
 # Bitbrains months on every BITBRAINS_EVERY-th series (default 5: 100 of
 # their 500 VMs, the trace name gets -every5), which keeps the whole run
-# to about 30 minutes on 2 shared cores and the budgeted bound's working
+# to about 40 minutes on the 2 shared, loaded cores here and the budgeted bound's working
 # set under 1 GB. WORKERS (default 2) replays series in parallel.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
