@@ -64,7 +64,10 @@ func (r *rightsizer) onOOM(ev oomwatch.Event) {
 	}
 	r.c.metrics.oomKills.WithLabelValues("container").Inc()
 	who := &podRef{UID: ref.uid, Namespace: p.Namespace, Name: p.Name}
-	in, _ := r.input(p, ev.Time)
+	in, _, ok := r.input(p, ev.Time)
+	if !ok {
+		return // forgotten since the lookup above
+	}
 	var c rightsize.Container
 	for _, x := range in.Containers {
 		if x.Name == ref.container {

@@ -59,8 +59,11 @@ type rightsizer struct {
 	// entry, and what.
 	statusWritten map[string]nodeStatusMark
 
-	mu   sync.Mutex
-	pods map[string]*rsPod     // by pod UID
+	mu sync.Mutex
+	// pods are the tracked pods by UID. A reconcile may forget one
+	// whenever mu is free, so a lookup made after mu was released (a UID
+	// listed earlier) tolerates its absence.
+	pods map[string]*rsPod
 	dirs map[string]ctrRef     // OOM-watched memory dir -> container
 	last map[string]lastSample // by runtime container ID
 	// pendingRec are recommendation annotations to write, by pod key.
@@ -73,6 +76,10 @@ type rightsizer struct {
 	// bumped, when set (by the kernel benchmark), is told the latency of
 	// each OOM bump from the kill to the written limit.
 	bumped func(oomwatch.Event, time.Duration)
+	// beforeLookup, when set (tests), runs in input just before the
+	// tracked pod is looked up: the window in which a pod a caller found
+	// is forgotten by its delete.
+	beforeLookup func(uid string)
 }
 
 type ctrRef struct{ uid, container string }
@@ -336,7 +343,10 @@ func (r *rightsizer) decideAll(now time.Time) {
 
 // decide makes one pod's decision and acts on it.
 func (r *rightsizer) decide(p *corev1.Pod, now time.Time) {
-	in, step := r.input(p, now)
+	in, step, ok := r.input(p, now)
+	if !ok {
+		return // forgotten since decideAll listed it
+	}
 	d := rightsize.Decide(r.engine, in, now)
 	r.c.metrics.rsDecisions.WithLabelValues(d.State).Inc()
 	r.mu.Lock()
@@ -381,9 +391,13 @@ func (r *rightsizer) decide(p *corev1.Pod, now time.Time) {
 }
 
 // input builds the decision's view of a pod and the step after which it
-// is decided again.
-func (r *rightsizer) input(p *corev1.Pod, now time.Time) (rightsize.Pod, time.Duration) {
-	in := rightsize.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, QoS: string(qosClass(p))}
+// is decided again; ok is false when the pod is not tracked. Its callers
+// found the pod tracked, but a pod can be forgotten whenever r.mu is not
+// held (its delete reconciled while decideAll works through the pods it
+// listed, or onOOM reads the API's view): the lookup here tolerates its
+// absence, and the pod is simply not decided.
+func (r *rightsizer) input(p *corev1.Pod, now time.Time) (in rightsize.Pod, step time.Duration, ok bool) {
+	in = rightsize.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, QoS: string(qosClass(p))}
 	if pi := r.policies(); pi != nil {
 		in.Policies = pi.match(p)
 	}
@@ -391,8 +405,29 @@ func (r *rightsizer) input(p *corev1.Pod, now time.Time) (rightsize.Pod, time.Du
 	in.Resize, in.ResizeMessage = resizeState(p)
 	exclusive := r.c.holdsExclusive(p)
 	written := r.apply.values(string(p.UID)) // where the cgroups, not the spec, hold the values
+	if r.beforeLookup != nil {
+		r.beforeLookup(string(p.UID))
+	}
+	if in.Containers, ok = r.containersInput(p, exclusive, written, now); !ok {
+		return rightsize.Pod{}, 0, false
+	}
+	step = rightsize.DefaultStep
+	if len(in.Policies) == 1 {
+		step = in.Policies[0].Step
+	}
+	return in, step, true
+}
+
+// containersInput is the decision's view of the pod's containers from
+// its tracked state; false when the pod is not tracked (any more).
+func (r *rightsizer) containersInput(p *corev1.Pod, exclusive bool, written map[string]rightsize.Requirements, now time.Time) ([]rightsize.Container, bool) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	rp := r.pods[string(p.UID)]
+	if rp == nil {
+		return nil, false
+	}
+	var out []rightsize.Container
 	for _, spec := range p.Spec.Containers {
 		req, lim := requirementsOf(spec.Resources)
 		c := rightsize.Container{Name: spec.Name, Key: string(rp.workload) + "/" + spec.Name,
@@ -410,14 +445,9 @@ func (r *rightsizer) input(p *corev1.Pod, now time.Time) (rightsize.Pod, time.Du
 			c.WorkingSet = math.Max(c.WorkingSet, f/(1+rightsize.MemoryMargin))
 			c.Usage = math.Max(c.Usage, f/(1+rightsize.MemoryMargin))
 		}
-		in.Containers = append(in.Containers, c)
+		out = append(out, c)
 	}
-	r.mu.Unlock()
-	step := rightsize.DefaultStep
-	if len(in.Policies) == 1 {
-		step = in.Policies[0].Step
-	}
-	return in, step
+	return out, true
 }
 
 // holdsExclusive says whether the pod runs on cores of its own (the pools'
