@@ -24,17 +24,18 @@ import (
 
 // oomLoop handles kills until the watcher closes.
 func (r *rightsizer) oomLoop(ctx context.Context) {
-	for {
+	r.c.guard.Run(ctx, loopOOM, func() bool {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case ev, ok := <-r.oom.Events():
 			if !ok {
-				return
+				return false
 			}
 			r.onOOM(ev)
 		}
-	}
+		return true
+	})
 }
 
 // monotonic is CLOCK_MONOTONIC, the clock of oomwatch.Event.Kernel.

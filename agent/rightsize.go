@@ -310,15 +310,16 @@ func resizeState(p *corev1.Pod) (string, string) {
 func (r *rightsizer) decideLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for {
+	r.c.guard.Run(ctx, loopDecide, func() bool {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-t.C:
 		case <-r.due:
 		}
 		r.decideAll(time.Now())
-	}
+		return true
+	})
 }
 
 // decideAll decides for every tracked pod whose step is due.
@@ -662,7 +663,7 @@ func (c *controller) newRightsizer() error {
 	var oom *oomwatch.Watcher
 	if rc.OOMWatch != "off" {
 		backend := map[string]oomwatch.Backend{"auto": oomwatch.BackendAuto, "bpf": oomwatch.BackendBPF, "counters": oomwatch.BackendCounters}[rc.OOMWatch]
-		oom, err = oomwatch.New(oomwatch.Config{Backend: backend, Logger: c.log.WithName("oomwatch")})
+		oom, err = oomwatch.New(oomwatch.Config{Backend: backend, Logger: c.log.WithName("oomwatch"), Guard: c.guard})
 		if err != nil {
 			if rc.OOMWatch != "auto" {
 				return fmt.Errorf("%w: rightsizing.oomWatch=%s: %w", ErrInvalidConfig, rc.OOMWatch, err)
@@ -681,7 +682,7 @@ func (c *controller) newRightsizer() error {
 		}
 		sinks = append(sinks, r.rep)
 	}
-	r.coll = collector.New(collector.Options{Interval: rc.SampleInterval.Duration, Registerer: c.metrics.reg, Sinks: sinks})
+	r.coll = collector.New(collector.Options{Interval: rc.SampleInterval.Duration, Registerer: c.metrics.reg, Sinks: sinks, Guard: c.guard, Loop: loopSample})
 	r.apply = newApplier(c, false)
 	r.apply.r = r
 	c.rs = r
@@ -733,7 +734,7 @@ func (r *rightsizer) watchPolicies(ctx context.Context) {
 		}
 		return
 	}
-	pi, err := newPolicyIndex(r.c.kube, r.c.cfg.ResyncPeriod, r.policyChanged)
+	pi, err := newPolicyIndex(r.c.kube, r.c.cfg.ResyncPeriod, r.policyChanged, r.c.guard)
 	if err != nil {
 		r.c.log.Error(err, "RightsizePolicy informer")
 		return
@@ -814,16 +815,17 @@ func (r *rightsizer) forgetGone(now time.Time) {
 func (r *rightsizer) checkpointLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for {
+	r.c.guard.Run(ctx, loopCheckpoint, func() bool {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-t.C:
-			if err := r.engine.Save(time.Now()); err != nil {
-				r.c.log.Error(err, "recommender checkpoint; retried at the next interval")
-			}
 		}
-	}
+		if err := r.engine.Save(time.Now()); err != nil {
+			r.c.log.Error(err, "recommender checkpoint; retried at the next interval")
+		}
+		return true
+	})
 }
 
 // stop saves what must survive a restart.
