@@ -120,6 +120,7 @@ func newAgent(ctx context.Context, cfg Config, kc kube.Interface, h *health, mou
 		kubelet: kubeletStatic{Taken: cpuset.New(), Pods: map[string]bool{}},
 	}
 	c.guard = c.newGuard()
+	m.reg.MustRegister(stateCollector{c})
 	if topo != nil {
 		c.numaNodes = topo.Counts().NUMANodes
 	}

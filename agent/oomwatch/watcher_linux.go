@@ -250,6 +250,13 @@ func (w *Watcher) Close() error {
 }
 
 // emit delivers e unless the Watcher is closing.
+// Watching is how many directories are watched.
+func (w *Watcher) Watching() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.dirs)
+}
+
 // watched lists the watched directories.
 func (w *Watcher) watched() []string {
 	w.mu.Lock()
