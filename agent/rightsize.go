@@ -131,12 +131,16 @@ func newRightsizer(c *controller, e *rightsize.Engine, coll *collector.Collector
 func (r *rightsizer) policies() *policyIndex { return r.policiesP.Load() }
 
 // Round keeps each container's latest memory use, for the floors
-// (collector.Sink).
+// (collector.Sink). A round read before a pod was forgotten may end after
+// it: only the current containers of tracked pods are kept.
 func (r *rightsizer) Round(_ time.Time, samples []collector.Sample) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := range samples {
 		s := &samples[i]
+		if rp := r.pods[s.Target.PodUID]; rp == nil || rp.containers[s.Target.Container].id != s.Target.ID {
+			continue
+		}
 		r.last[s.Target.ID] = lastSample{usage: float64(s.MemoryUsage), workingSet: float64(s.MemoryWorkingSet)}
 	}
 }
@@ -203,6 +207,9 @@ func (r *rightsizer) track(ctx context.Context, p *corev1.Pod, info pools.Pod) {
 	for name, old := range rp.containers {
 		if cur, ok := ctrs[name]; !ok || cur.memDir != old.memDir {
 			r.unwatchLocked(old.memDir)
+		}
+		if cur, ok := ctrs[name]; !ok || cur.id != old.id {
+			delete(r.last, old.id) // a restarted or gone container
 		}
 	}
 	rp.containers = ctrs

@@ -3,8 +3,11 @@
 package agent
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/cgpilot/cgpilot/agent/collector"
 )
 
 // TestStateEntriesFollowThePods: cgpilot_state_entries counts what the
@@ -42,5 +45,38 @@ func TestStateEntriesFollowThePods(t *testing.T) {
 		if n != 0 && table != "pending-recommendations" {
 			t.Errorf("%s: %v entries after both pods were forgotten", table, n)
 		}
+	}
+}
+
+// TestLastSamplesOnlyOfTrackedContainers: a sampling round read before a
+// pod was forgotten and handed to the sinks after it, and a container that
+// stopped, leave no last sample behind (each would stay until the agent
+// restarts).
+func TestLastSamplesOnlyOfTrackedContainers(t *testing.T) {
+	r := unitRightsizer(t)
+	p := r.addPod(t, "a")
+	uid := string(p.UID)
+	r.mu.Lock()
+	r.pods[uid].containers = map[string]rsContainer{"app": {id: "c1"}}
+	r.mu.Unlock()
+	round := []collector.Sample{{Target: &collector.Target{PodUID: uid, Container: "app", ID: "c1"}, MemoryWorkingSet: 1 << 20}}
+	r.Round(time.Now(), round)
+	if n := r.c.stateSizes()["last-samples"]; n != 1 {
+		t.Fatalf("last-samples %d for one tracked container", n)
+	}
+	r.untrack(uid)
+	r.Round(time.Now(), round) // read before the untrack, handed over after it
+	if n := r.c.stateSizes()["last-samples"]; n != 0 {
+		t.Fatalf("last-samples %d after the pod was forgotten and a late round", n)
+	}
+
+	r.addPod(t, "a")
+	r.mu.Lock()
+	r.pods[uid].containers = map[string]rsContainer{"app": {id: "c1"}}
+	r.mu.Unlock()
+	r.Round(time.Now(), round)
+	r.track(context.Background(), p, r.c.podInfo(p)) // its container no longer runs
+	if n := r.c.stateSizes()["last-samples"]; n != 0 {
+		t.Fatalf("last-samples %d after the container stopped", n)
 	}
 }
