@@ -28,6 +28,7 @@ import (
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/cgroup"
 	"github.com/cgpilot/cgpilot/internal/cpulist"
+	"github.com/cgpilot/cgpilot/internal/loop"
 	"github.com/cgpilot/cgpilot/topology"
 )
 
@@ -294,6 +295,10 @@ func (c *controller) run(ctx context.Context) error {
 	watching, err := c.cgroups.Watch(ctx, func(ev cgroup.WatchEvent) {
 		_ = c.guard.Do(loopCgroupEvents, func() { c.onCgroupEvent(ev) })
 	}, func(err error) {
+		if p, ok := err.(*loop.Panic); ok {
+			c.guard.OnPanic(p) // the watch's own code panicked on one event
+			return
+		}
 		c.log.Error(err, "cgroup watch; the sweep covers missed events")
 	})
 	if err != nil {

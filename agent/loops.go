@@ -4,6 +4,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgpilot/cgpilot/agent/oomwatch"
+	"github.com/cgpilot/cgpilot/cgroup"
 	"github.com/cgpilot/cgpilot/internal/loop"
 )
 
@@ -21,7 +22,7 @@ const (
 	loopStatus       = "status"          // the annotation writer, per key (reconcile.go)
 	loopSweep        = "sweep"           // the periodic sweep, pools and right-sizing (agent.go)
 	loopPodEvents    = "pod-informer"    // the pod informer's event handlers (informer.go)
-	loopCgroupEvents = "cgroup-watch"    // the cgroup watcher's callbacks (agent.go)
+	loopCgroupEvents = cgroup.WatchLoop  // the cgroup watcher's events and the agent's callbacks (cgroup/watch.go, agent.go)
 	loopPolicyEvents = "policy-informer" // the RightsizePolicy and namespace informers' handlers (policies.go)
 	loopSample       = "sample"          // the sampling rounds and their sinks (rightsize.go)
 	loopDecide       = "decide"          // the decision rounds (rightsize.go)
