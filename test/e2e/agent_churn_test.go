@@ -120,7 +120,7 @@ type churnReport struct {
 	StateAfter         map[string]float64 `json:"stateAfter"`         // cgpilot_state_entries once drained
 	HistogramKeysAfter float64            `json:"histogramKeysAfter"` // after forgetAfter (waitForget) or at the end
 	Leaks              []string           `json:"leaks"`              // tables not back to the live set
-	RunningNotSampled  []string           `json:"runningNotSampled"`  // churn pods running for 20s or more at the churn's end that the agent did not sample
+	RunningNotSampled  []string           `json:"runningNotSampled"`  // churn pods running for 30s or more at the churn's end that the agent did not sample
 }
 
 func TestNodeChurnSoak(t *testing.T) {
@@ -208,7 +208,7 @@ func churnSoak(tb testing.TB, o churnOptions) churnReport {
 	bare := map[string]bool{} // churn bare pods
 	exclusive := ""           // the exclusive pod, when one lives (the cap is one core here)
 	seq, samples, aliveSum := 0, 0, 0
-	nextState := time.Now()
+	nextState, nextProgress := time.Now(), time.Now().Add(time.Minute)
 	for b.count() < o.pods && time.Since(t0) < o.budget {
 		exist, alive := b.alive()
 		samples++
@@ -219,6 +219,15 @@ func churnSoak(tb testing.TB, o churnOptions) churnReport {
 				rep.StatePeak[table] = max(rep.StatePeak[table], v)
 			}
 			nextState = time.Now().Add(5 * time.Second)
+		}
+		if time.Now().After(nextProgress) {
+			msg := fmt.Sprintf("churn: %d of %d pods created in %v, %d alive, %d existing", b.count(), o.pods, time.Since(t0).Round(time.Second), alive, exist)
+			if _, bench := tb.(*testing.B); bench {
+				fmt.Fprintln(os.Stderr, msg) // a benchmark's log shows only at its end
+			} else {
+				tb.Log(msg)
+			}
+			nextProgress = time.Now().Add(time.Minute)
 		}
 		type move struct {
 			name   string
@@ -310,6 +319,9 @@ func churnSoak(tb testing.TB, o churnOptions) churnReport {
 		rep.MeanAlive = float64(aliveSum) / float64(samples)
 	}
 
+	tb.Logf("churn ended after %.0fs: %d pods created; the agent's tables: %v", rep.ChurnSeconds, b.count(), b.state())
+	rep.RunningNotSampled = b.runningNotSampled(30 * time.Second)
+
 	// Drain: every churn workload and pod deleted; then the agent's state
 	// must return to the steady pods.
 	t1 := time.Now()
@@ -332,8 +344,6 @@ func churnSoak(tb testing.TB, o churnOptions) churnReport {
 		}
 		return len(left) == 0, fmt.Sprintf("%d left: %v", len(left), left[:min(len(left), 10)])
 	})
-	tb.Logf("churn ended after %.0fs: %d pods created; the agent's tables at the drain: %v", rep.ChurnSeconds, b.count(), b.state())
-	rep.RunningNotSampled = b.runningNotSampled(20 * time.Second)
 	var leaks []string
 	func() {
 		deadline := time.Now().Add(2 * time.Minute)
@@ -394,6 +404,8 @@ func churnSoak(tb testing.TB, o churnOptions) churnReport {
 		tb.Errorf("the race detector reported %d data races in the agent's log: %+v", rep.DataRaces, rep)
 	case len(rep.Leaks) > 0:
 		tb.Errorf("state not back to the live set: %s", strings.Join(rep.Leaks, "; "))
+	case len(rep.RunningNotSampled) > 0:
+		tb.Errorf("pods running for 30s or more that the agent did not sample: %v", rep.RunningNotSampled)
 	case rep.PodsCreated < o.minPods:
 		tb.Errorf("only %d pods created within %v, want %d or more", rep.PodsCreated, o.budget, o.minPods)
 	case rep.PodsRan == 0 || rep.OOMKills == 0 || rep.ResizesAccepted == 0:
@@ -469,9 +481,14 @@ func (b *churnBed) overlay() string {
 	return dir
 }
 
+// policy creates an InPlace policy for the pods of class. Its CPU
+// requests are capped at 25m: the preset's 100m floor would otherwise
+// raise every sleeping container to 100m and leave room for only about
+// twenty pods on two cores, the rest Pending.
 func (b *churnBed) policy(name, class, step, minHistory string) {
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "RightsizePolicy",
 		"metadata": map[string]any{"name": name}, "spec": map[string]any{"mode": "InPlace", "step": step, "minHistory": minHistory,
+			"cpu":               map[string]any{"minAllowed": "5m", "maxAllowed": "25m"},
 			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": churnNS}},
 			"podSelector":       map[string]any{"matchLabels": map[string]any{"class": class}}}}}
 	if _, err := b.dyn.Resource(v1alpha1.SchemeGroupVersion.WithResource("rightsizepolicies")).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
