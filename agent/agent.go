@@ -28,6 +28,7 @@ import (
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/cgroup"
 	"github.com/cgpilot/cgpilot/internal/cpulist"
+	"github.com/cgpilot/cgpilot/internal/loop"
 	"github.com/cgpilot/cgpilot/topology"
 )
 
@@ -119,6 +120,8 @@ func newAgent(ctx context.Context, cfg Config, kc kube.Interface, h *health, mou
 		since: map[string]time.Time{}, late: map[string]time.Time{}, known: map[string]*knownPod{},
 		kubelet: kubeletStatic{Taken: cpuset.New(), Pods: map[string]bool{}},
 	}
+	c.guard = c.newGuard()
+	m.reg.MustRegister(stateCollector{c})
 	if topo != nil {
 		c.numaNodes = topo.Counts().NUMANodes
 	}
@@ -259,7 +262,7 @@ func (c *controller) run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("health endpoint: %w", err)
 		}
-		serve("health endpoint", l, c.health.handler(c.metrics, c.cfg.Profiling), httpLimits)
+		serve("health endpoint", l, c.guard.Handler(loopHealthHTTP, c.health.handler(c.metrics, c.cfg.Profiling)), httpLimits)
 	}
 	if c.cfg.MetricsAddr != "" {
 		l, err := listenTCP(c.cfg.MetricsAddr, httpLimits)
@@ -268,7 +271,7 @@ func (c *controller) run(ctx context.Context) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
-		serve("metrics endpoint", l, mux, httpLimits)
+		serve("metrics endpoint", l, c.guard.Handler(loopMetricsHTTP, mux), httpLimits)
 	}
 	if c.cfg.SocketPath != "" {
 		l, err := listenSocket(socketOptions{path: c.cfg.SocketPath, gid: c.cfg.socketGID(), log: c.log,
@@ -276,7 +279,7 @@ func (c *controller) run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("local API: %w", err)
 		}
-		serve("local API", l, c.apiHandler(), localAPILimits)
+		serve("local API", l, c.guard.Handler(loopLocalAPI, c.apiHandler()), localAPILimits)
 	}
 	c.spawn(func() { c.informer.RunWithContext(ctx) })
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
@@ -289,7 +292,13 @@ func (c *controller) run(ctx context.Context) error {
 	if err := c.restore(); err != nil {
 		return err
 	}
-	watching, err := c.cgroups.Watch(ctx, c.onCgroupEvent, func(err error) {
+	watching, err := c.cgroups.Watch(ctx, func(ev cgroup.WatchEvent) {
+		_ = c.guard.Do(loopCgroupEvents, func() { c.onCgroupEvent(ev) })
+	}, func(err error) {
+		if p, ok := err.(*loop.Panic); ok {
+			c.guard.OnPanic(p) // the watch's own code panicked on one event
+			return
+		}
 		c.log.Error(err, "cgroup watch; the sweep covers missed events")
 	})
 	if err != nil {
@@ -302,24 +311,34 @@ func (c *controller) run(ctx context.Context) error {
 	}
 	c.spawn(func() { c.runStatusWorker(ctx) })
 	c.enqueueAll()
-	c.sweep(ctx)
+	_ = c.guard.Do(loopSweep, func() { c.sweep(ctx) })
 	st := c.pools.State()
 	c.log.Info("agent ready", "node", c.cfg.NodeName, "cpus", st.All().String(), "reserved", st.Reserved().String(), "sharedPool", st.SharedPool().String())
+	c.spawn(func() { c.sweepLoop(ctx) })
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errc:
+		return err
+	}
+}
+
+// sweepLoop sweeps every SweepInterval until ctx ends.
+func (c *controller) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(c.cfg.SweepInterval.Duration)
 	defer t.Stop()
-	for {
+	c.guard.Run(ctx, loopSweep, func() bool {
 		select {
 		case <-ctx.Done():
-			return nil
-		case err := <-errc:
-			return err
+			return false
 		case <-t.C:
-			c.sweep(ctx)
-			if c.rs != nil {
-				c.rs.sweep(ctx)
-			}
 		}
-	}
+		c.sweep(ctx)
+		if c.rs != nil {
+			c.rs.sweep(ctx)
+		}
+		return true
+	})
 }
 
 // spawn runs f in a goroutine that Run waits for before it returns.

@@ -28,7 +28,8 @@
 //
 // # Files
 //
-// agent.go (New, Run: discovery, servers, restore), informer.go,
+// agent.go (New, Run: discovery, servers, restore), loops.go (the
+// long-lived loops and their recover-and-count), informer.go,
 // reconcile.go, pod.go (pod → pools.Pod, saturating CPU arithmetic),
 // kubeletstate.go (the kubelet's static CPU manager), events.go,
 // metrics.go, api.go (the local API of package api/local on a unix socket),
@@ -40,9 +41,14 @@
 // refusals and write failures come from package pools (pools.ErrRefused,
 // pools.ErrCgroupWrite) and become a status annotation and an Event on the
 // pod. Bad input from a pod never changes anything but that pod's status:
-// no other pod's cgroup, no allocation, no checkpoint byte. A reconcile
-// that panics is recovered, counted (cgpilot_reconcile_panics_total),
-// reported on the pod and retried with backoff; other pods go on.
+// no other pod's cgroup, no allocation, no checkpoint byte. Every
+// long-lived loop (loops.go lists them: reconcile and status workers,
+// sweep, sampling, decisions, resizes, OOM bumps, reports, informer and
+// cgroup-watch handlers, the HTTP servers) runs its iterations under one
+// loop.Guard (internal/loop): a panic is recovered, counted in
+// cgpilot_recovered_panics_total{loop}, logged with its stack, and the
+// loop goes on with backoff; a reconcile's panic is also reported on its
+// pod and the pod retried; other pods go on.
 //
 // # Imports
 //

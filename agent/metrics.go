@@ -22,7 +22,7 @@ type metrics struct {
 	writes       prometheus.Counter
 	writeErrors  prometheus.Counter
 	drift        prometheus.Counter
-	panics       prometheus.Counter
+	recovered    *prometheus.CounterVec // panics recovered, by loop (loops.go)
 	apiRefused   *prometheus.CounterVec // local API connections turned away, by reason
 
 	// Right-sizing.
@@ -54,8 +54,11 @@ func newMetrics() *metrics {
 		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_cgroup_write_errors_total", Help: "Failed cgroup writes."}),
 		drift: prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_drift_corrections_total",
 			Help: "Cgroups found changed behind the agent's back and set again."}),
-		panics: prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_reconcile_panics_total",
-			Help: "Reconciles that panicked; the worker recovered and the pod was reported and requeued."}),
+		recovered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_recovered_panics_total",
+			Help: "Panics recovered by a long-lived loop of the agent, by loop; the loop went on (a reconcile's pod was reported and requeued). Any non-zero value is a bug to report."}, []string{"loop"}),
+	}
+	for _, l := range loops {
+		m.recovered.WithLabelValues(l) // every loop's series, at 0
 	}
 	m.rsDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_rightsize_decisions_total",
 		Help: "Right-sizing decisions by state: Resize, DryRun, Unchanged, InsufficientHistory, Paused, AvoidWindow, ResizePending, NotAdjustable, Conflict, InvalidAnnotation, Off."}, []string{"state"})
@@ -75,7 +78,7 @@ func newMetrics() *metrics {
 	m.apiRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_api_refused_connections_total",
 		Help: "Local API connections closed unserved, by reason: peer-not-allowed (neither uid 0 nor the socket group), no-credentials."}, []string{"reason"})
 	m.reg.MustRegister(m.rsDecisions, m.recChanges, m.resizes, m.oomKills, m.oomBumps, m.oomLatency, m.resizeTime, m.apiRefused)
-	m.reg.MustRegister(m.poolCPUs, m.exclPods, m.allocations, m.refusals, m.applyLatency, m.lateLatency, m.writes, m.writeErrors, m.drift, m.panics,
+	m.reg.MustRegister(m.poolCPUs, m.exclPods, m.allocations, m.refusals, m.applyLatency, m.lateLatency, m.writes, m.writeErrors, m.drift, m.recovered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

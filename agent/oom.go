@@ -24,17 +24,18 @@ import (
 
 // oomLoop handles kills until the watcher closes.
 func (r *rightsizer) oomLoop(ctx context.Context) {
-	for {
+	r.c.guard.Run(ctx, loopOOM, func() bool {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case ev, ok := <-r.oom.Events():
 			if !ok {
-				return
+				return false
 			}
 			r.onOOM(ev)
 		}
-	}
+		return true
+	})
 }
 
 // monotonic is CLOCK_MONOTONIC, the clock of oomwatch.Event.Kernel.
@@ -64,7 +65,10 @@ func (r *rightsizer) onOOM(ev oomwatch.Event) {
 	}
 	r.c.metrics.oomKills.WithLabelValues("container").Inc()
 	who := &podRef{UID: ref.uid, Namespace: p.Namespace, Name: p.Name}
-	in, _ := r.input(p, ev.Time)
+	in, _, ok := r.input(p, ev.Time)
+	if !ok {
+		return // forgotten since the lookup above
+	}
 	var c rightsize.Container
 	for _, x := range in.Containers {
 		if x.Name == ref.container {

@@ -52,6 +52,7 @@ const (
 type oomBed struct {
 	k    *cgtest.KubeletTree
 	cs   *fake.Clientset
+	dyn  *dynamicfake.FakeDynamicClient
 	a    *Agent
 	mu   sync.Mutex
 	lat  []time.Duration // kill -> limit written, from the agent's hook
@@ -60,7 +61,11 @@ type oomBed struct {
 
 // newOOMBed runs the agent, with right-sizing on and an InPlace policy for
 // every pod, over a kubelet-style tree in a sandbox.
-func newOOMBed(t testing.TB, backend string) *oomBed {
+func newOOMBed(t testing.TB, backend string) *oomBed { return newAgentBed(t, backend, nil, nil) }
+
+// newAgentBed is newOOMBed with the config changed by tweak and the agent
+// prepared before it runs (either may be nil).
+func newAgentBed(t testing.TB, backend string, tweak func(*Config), prepare func(*Agent)) *oomBed {
 	t.Helper()
 	tier.Kernel(t)
 	k := cgtest.NewKubeletTree(t, "cgroupfs")
@@ -92,6 +97,9 @@ func newOOMBed(t testing.TB, backend string) *oomBed {
 	cfg.Rightsizing.StateDir = t.TempDir()
 	cfg.Rightsizing.SampleInterval = metav1.Duration{Duration: time.Second}
 	cfg.Rightsizing.OOMWatch = backend
+	if tweak != nil {
+		tweak(&cfg)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := newAgent(ctx, cfg, kubetest.New(cs, dyn), nil,
@@ -100,11 +108,14 @@ func newOOMBed(t testing.TB, backend string) *oomBed {
 		cancel()
 		t.Fatal(err)
 	}
+	if prepare != nil {
+		prepare(a)
+	}
 	if a.c.rs == nil || a.c.rs.oom == nil {
 		cancel()
 		t.Fatal("right-sizing or its OOM watcher is off")
 	}
-	b := &oomBed{k: k, cs: cs, a: a}
+	b := &oomBed{k: k, cs: cs, dyn: dyn, a: a}
 	a.c.rs.bumped = func(ev oomwatch.Event, d time.Duration) {
 		b.mu.Lock()
 		b.lat = append(b.lat, d)
@@ -168,6 +179,21 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 // at pod and container level; it waits until the agent watches it.
 func (b *oomBed) pod(t testing.TB, name string) (uid types.UID, podRel, ctrRel string) {
 	t.Helper()
+	uid, podRel, ctrRel = b.startPod(t, name)
+	mem := b.k.SB.Path(b.k.MemoryKey, ctrRel)
+	waitFor(t, "the agent watches "+name+"'s memory cgroup", 30*time.Second, func() bool {
+		r := b.a.c.rs
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		ref, ok := r.dirs[mem]
+		return ok && ref.uid == string(uid) && ref.container == "app"
+	})
+	return uid, podRel, ctrRel
+}
+
+// startPod is pod without waiting for the agent.
+func (b *oomBed) startPod(t testing.TB, name string) (uid types.UID, podRel, ctrRel string) {
+	t.Helper()
 	h := fnv.New64a()
 	h.Write([]byte(name))
 	uid = types.UID(fmt.Sprintf("0e5c1f3a-7d2b-4c8e-9f1a-%012x", h.Sum64()&(1<<48-1)))
@@ -191,14 +217,6 @@ func (b *oomBed) pod(t testing.TB, name string) (uid types.UID, podRel, ctrRel s
 	if _, err := b.cs.CoreV1().Pods("default").Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	mem := b.k.SB.Path(b.k.MemoryKey, ctrRel)
-	waitFor(t, "the agent watches "+name+"'s memory cgroup", 30*time.Second, func() bool {
-		r := b.a.c.rs
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		ref, ok := r.dirs[mem]
-		return ok && ref.uid == string(uid) && ref.container == "app"
-	})
 	return uid, podRel, ctrRel
 }
 

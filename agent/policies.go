@@ -20,6 +20,7 @@ import (
 	"github.com/cgpilot/cgpilot/agent/kube"
 	"github.com/cgpilot/cgpilot/agent/rightsize"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
+	"github.com/cgpilot/cgpilot/internal/loop"
 	"github.com/cgpilot/cgpilot/recommend"
 )
 
@@ -49,14 +50,15 @@ type policyIndex struct {
 	onChange   func()
 }
 
-func newPolicyIndex(kc kube.Interface, resync time.Duration, onChange func()) (*policyIndex, error) {
+// Its handlers run as iterations of the policy-informer loop of g.
+func newPolicyIndex(kc kube.Interface, resync time.Duration, onChange func(), g *loop.Guard) (*policyIndex, error) {
 	nsInf := cache.NewSharedIndexInformer(kc.Namespaces(), &metav1.PartialObjectMetadata{}, resync, nil)
 	pi := &policyIndex{byName: map[string]*compiledPolicy{}, namespaces: nsInf, onChange: onChange}
-	if _, err := nsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := nsInf.AddEventHandler(guardHandlers(g, loopPolicyEvents, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { pi.changed() },
 		UpdateFunc: func(old, obj any) { pi.nsChanged(old, obj) },
 		DeleteFunc: func(any) { pi.changed() },
-	}); err != nil {
+	})); err != nil {
 		return nil, err
 	}
 	policies := kc.Dynamic().Resource(rightsizeGVR)
@@ -68,7 +70,7 @@ func newPolicyIndex(kc kube.Interface, resync time.Duration, onChange func()) (*
 			return policies.Watch(ctx, o)
 		},
 	}, kc.Dynamic()), &unstructured.Unstructured{}, resync, nil)
-	if _, err := pi.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := pi.informer.AddEventHandler(guardHandlers(g, loopPolicyEvents, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { pi.upsert(obj) },
 		UpdateFunc: func(_, obj any) { pi.upsert(obj) },
 		DeleteFunc: func(obj any) {
@@ -82,7 +84,7 @@ func newPolicyIndex(kc kube.Interface, resync time.Duration, onChange func()) (*
 				pi.changed()
 			}
 		},
-	}); err != nil {
+	})); err != nil {
 		return nil, err
 	}
 	return pi, nil

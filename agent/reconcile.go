@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"github.com/cgpilot/cgpilot/agent/pools"
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/cgroup"
+	"github.com/cgpilot/cgpilot/internal/loop"
 )
 
 // controller reconciles pods into pools: it pops a key from the workqueue,
@@ -48,6 +48,7 @@ type controller struct {
 	metrics  *metrics
 	log      logr.Logger
 	health   *health
+	guard    *loop.Guard // every long-lived loop's recover-and-count (loops.go)
 
 	broadcaster record.EventBroadcaster // shut down when Run returns
 	wg          sync.WaitGroup          // every goroutine Run starts (spawn)
@@ -113,26 +114,23 @@ func (c *controller) runWorker(ctx context.Context, i int) {
 	}
 }
 
-// reconcileSafely runs reconcile, turning a panic into an error for this
-// pod (counted, logged with the stack, an Event on the pod) instead of a
+// reconcileSafely runs reconcile as an iteration of the reconcile loop
+// (loops.go): a panic becomes an error for this pod (counted, logged with
+// the stack, an Event on the pod, a requeue with backoff) instead of a
 // dead agent: input no test foresaw must cost one pod, not the node.
-func (c *controller) reconcileSafely(ctx context.Context, key string) (err error) {
-	defer func() {
-		r := recover()
-		if r == nil {
-			return
+func (c *controller) reconcileSafely(ctx context.Context, key string) error {
+	err := c.do(loopReconcile, func() error { return c.reconcile(ctx, key) })
+	var p *loop.Panic
+	if !errors.As(err, &p) {
+		return err
+	}
+	if ns, name, serr := cache.SplitMetaNamespaceKey(key); serr == nil {
+		if pod, gerr := c.lister.Pods(ns).Get(name); gerr == nil {
+			c.events.emit(&podRef{UID: string(pod.UID), Namespace: ns, Name: name}, pools.Event{Warning: true, Reason: local.EventReconcilePanic,
+				Message: fmt.Sprintf("the agent failed on this pod (%v); retried with backoff, other pods are not affected", p.Value)})
 		}
-		c.metrics.panics.Inc()
-		err = fmt.Errorf("reconcile panicked: %v", r)
-		c.log.Error(err, "recovered", "pod", key, "stack", string(debug.Stack()))
-		if ns, name, serr := cache.SplitMetaNamespaceKey(key); serr == nil {
-			if pod, gerr := c.lister.Pods(ns).Get(name); gerr == nil {
-				c.events.emit(&podRef{UID: string(pod.UID), Namespace: ns, Name: name}, pools.Event{Warning: true, Reason: local.EventReconcilePanic,
-					Message: fmt.Sprintf("the agent failed on this pod (%v); retried with backoff, other pods are not affected", r)})
-			}
-		}
-	}()
-	return c.reconcile(ctx, key)
+	}
+	return err
 }
 
 // takeSince returns and clears when key's pending change arrived.
@@ -305,7 +303,7 @@ func (c *controller) runStatusWorker(ctx context.Context) {
 		if quit {
 			return
 		}
-		err := c.writeStatus(ctx, key)
+		err := c.do(loopStatus, func() error { return c.writeStatus(ctx, key) })
 		if err != nil {
 			c.log.Error(err, "annotation patch failed; retried", "object", key)
 			c.statusQ.AddRateLimited(key)

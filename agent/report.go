@@ -305,30 +305,28 @@ func (rp *reporter) adjusted(key, pod string, at time.Time, from, to rightsize.R
 // fetches the merged recommendations after each, until ctx ends; the
 // client sends in its own goroutine (started here).
 func (rp *reporter) run(ctx context.Context) {
-	rp.c.spawn(func() { rp.client.Run(ctx) })
+	rp.c.spawn(func() {
+		rp.c.guard.Run(ctx, loopReportSend, func() bool { rp.client.Run(ctx); return false })
+	})
 	tick := min(rp.sampleInterval, 5*time.Second)
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	// The node's requests and the unadmitted pods (a walk of every pod)
 	// are read once per window, as it ends, not at every tick.
 	next := report.WindowEnd(time.Now(), rp.period)
-	for {
+	rp.c.guard.Run(ctx, loopReport, func() bool {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-t.C:
 		}
 		now := time.Now()
 		if now.Before(next) {
-			continue
+			return true
 		}
 		next = report.WindowEnd(now, rp.period)
 		rp.setNode(ctx)
-		un := rp.c.rs.unadmitted()
-		rp.mu.Lock()
-		rp.b.SetUnadmitted(un)
-		reports := rp.b.Cut(now)
-		rp.mu.Unlock()
+		reports := rp.cut(now, rp.c.rs.unadmitted())
 		for _, r := range reports {
 			if err := rp.client.Enqueue(r); err != nil {
 				rp.c.log.Error(err, "a report could not be encoded; its window is lost", "window", r.WindowEnd)
@@ -337,7 +335,16 @@ func (rp *reporter) run(ctx context.Context) {
 		if len(reports) > 0 {
 			rp.fetch(ctx)
 		}
-	}
+		return true
+	})
+}
+
+// cut ends the windows before now.
+func (rp *reporter) cut(now time.Time, unadmitted map[report.Key]int) []*report.Report {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	rp.b.SetUnadmitted(unadmitted)
+	return rp.b.Cut(now)
 }
 
 // setNode gives the builder the node's size, the requests of its pods and

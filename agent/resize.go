@@ -115,7 +115,7 @@ func (a *applier) run(ctx context.Context) {
 		if quit {
 			return
 		}
-		if err := a.applyOne(ctx, key); err != nil {
+		if err := a.c.do(loopResize, func() error { return a.applyOne(ctx, key) }); err != nil {
 			a.c.log.Error(err, "resize failed; retried", "pod", key)
 			a.q.AddRateLimited(key)
 		} else {

@@ -59,8 +59,11 @@ type rightsizer struct {
 	// entry, and what.
 	statusWritten map[string]nodeStatusMark
 
-	mu   sync.Mutex
-	pods map[string]*rsPod     // by pod UID
+	mu sync.Mutex
+	// pods are the tracked pods by UID. A reconcile may forget one
+	// whenever mu is free, so a lookup made after mu was released (a UID
+	// listed earlier) tolerates its absence.
+	pods map[string]*rsPod
 	dirs map[string]ctrRef     // OOM-watched memory dir -> container
 	last map[string]lastSample // by runtime container ID
 	// pendingRec are recommendation annotations to write, by pod key.
@@ -73,6 +76,10 @@ type rightsizer struct {
 	// bumped, when set (by the kernel benchmark), is told the latency of
 	// each OOM bump from the kill to the written limit.
 	bumped func(oomwatch.Event, time.Duration)
+	// beforeLookup, when set (tests), runs in input just before the
+	// tracked pod is looked up: the window in which a pod a caller found
+	// is forgotten by its delete.
+	beforeLookup func(uid string)
 }
 
 type ctrRef struct{ uid, container string }
@@ -124,12 +131,16 @@ func newRightsizer(c *controller, e *rightsize.Engine, coll *collector.Collector
 func (r *rightsizer) policies() *policyIndex { return r.policiesP.Load() }
 
 // Round keeps each container's latest memory use, for the floors
-// (collector.Sink).
+// (collector.Sink). A round read before a pod was forgotten may end after
+// it: only the current containers of tracked pods are kept.
 func (r *rightsizer) Round(_ time.Time, samples []collector.Sample) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := range samples {
 		s := &samples[i]
+		if rp := r.pods[s.Target.PodUID]; rp == nil || rp.containers[s.Target.Container].id != s.Target.ID {
+			continue
+		}
 		r.last[s.Target.ID] = lastSample{usage: float64(s.MemoryUsage), workingSet: float64(s.MemoryWorkingSet)}
 	}
 }
@@ -196,6 +207,9 @@ func (r *rightsizer) track(ctx context.Context, p *corev1.Pod, info pools.Pod) {
 	for name, old := range rp.containers {
 		if cur, ok := ctrs[name]; !ok || cur.memDir != old.memDir {
 			r.unwatchLocked(old.memDir)
+		}
+		if cur, ok := ctrs[name]; !ok || cur.id != old.id {
+			delete(r.last, old.id) // a restarted or gone container
 		}
 	}
 	rp.containers = ctrs
@@ -303,15 +317,16 @@ func resizeState(p *corev1.Pod) (string, string) {
 func (r *rightsizer) decideLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for {
+	r.c.guard.Run(ctx, loopDecide, func() bool {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-t.C:
 		case <-r.due:
 		}
 		r.decideAll(time.Now())
-	}
+		return true
+	})
 }
 
 // decideAll decides for every tracked pod whose step is due.
@@ -336,7 +351,10 @@ func (r *rightsizer) decideAll(now time.Time) {
 
 // decide makes one pod's decision and acts on it.
 func (r *rightsizer) decide(p *corev1.Pod, now time.Time) {
-	in, step := r.input(p, now)
+	in, step, ok := r.input(p, now)
+	if !ok {
+		return // forgotten since decideAll listed it
+	}
 	d := rightsize.Decide(r.engine, in, now)
 	r.c.metrics.rsDecisions.WithLabelValues(d.State).Inc()
 	r.mu.Lock()
@@ -381,9 +399,13 @@ func (r *rightsizer) decide(p *corev1.Pod, now time.Time) {
 }
 
 // input builds the decision's view of a pod and the step after which it
-// is decided again.
-func (r *rightsizer) input(p *corev1.Pod, now time.Time) (rightsize.Pod, time.Duration) {
-	in := rightsize.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, QoS: string(qosClass(p))}
+// is decided again; ok is false when the pod is not tracked. Its callers
+// found the pod tracked, but a pod can be forgotten whenever r.mu is not
+// held (its delete reconciled while decideAll works through the pods it
+// listed, or onOOM reads the API's view): the lookup here tolerates its
+// absence, and the pod is simply not decided.
+func (r *rightsizer) input(p *corev1.Pod, now time.Time) (in rightsize.Pod, step time.Duration, ok bool) {
+	in = rightsize.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, QoS: string(qosClass(p))}
 	if pi := r.policies(); pi != nil {
 		in.Policies = pi.match(p)
 	}
@@ -391,8 +413,29 @@ func (r *rightsizer) input(p *corev1.Pod, now time.Time) (rightsize.Pod, time.Du
 	in.Resize, in.ResizeMessage = resizeState(p)
 	exclusive := r.c.holdsExclusive(p)
 	written := r.apply.values(string(p.UID)) // where the cgroups, not the spec, hold the values
+	if r.beforeLookup != nil {
+		r.beforeLookup(string(p.UID))
+	}
+	if in.Containers, ok = r.containersInput(p, exclusive, written, now); !ok {
+		return rightsize.Pod{}, 0, false
+	}
+	step = rightsize.DefaultStep
+	if len(in.Policies) == 1 {
+		step = in.Policies[0].Step
+	}
+	return in, step, true
+}
+
+// containersInput is the decision's view of the pod's containers from
+// its tracked state; false when the pod is not tracked (any more).
+func (r *rightsizer) containersInput(p *corev1.Pod, exclusive bool, written map[string]rightsize.Requirements, now time.Time) ([]rightsize.Container, bool) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	rp := r.pods[string(p.UID)]
+	if rp == nil {
+		return nil, false
+	}
+	var out []rightsize.Container
 	for _, spec := range p.Spec.Containers {
 		req, lim := requirementsOf(spec.Resources)
 		c := rightsize.Container{Name: spec.Name, Key: string(rp.workload) + "/" + spec.Name,
@@ -410,14 +453,9 @@ func (r *rightsizer) input(p *corev1.Pod, now time.Time) (rightsize.Pod, time.Du
 			c.WorkingSet = math.Max(c.WorkingSet, f/(1+rightsize.MemoryMargin))
 			c.Usage = math.Max(c.Usage, f/(1+rightsize.MemoryMargin))
 		}
-		in.Containers = append(in.Containers, c)
+		out = append(out, c)
 	}
-	r.mu.Unlock()
-	step := rightsize.DefaultStep
-	if len(in.Policies) == 1 {
-		step = in.Policies[0].Step
-	}
-	return in, step
+	return out, true
 }
 
 // holdsExclusive says whether the pod runs on cores of its own (the pools'
@@ -632,7 +670,7 @@ func (c *controller) newRightsizer() error {
 	var oom *oomwatch.Watcher
 	if rc.OOMWatch != "off" {
 		backend := map[string]oomwatch.Backend{"auto": oomwatch.BackendAuto, "bpf": oomwatch.BackendBPF, "counters": oomwatch.BackendCounters}[rc.OOMWatch]
-		oom, err = oomwatch.New(oomwatch.Config{Backend: backend, Logger: c.log.WithName("oomwatch")})
+		oom, err = oomwatch.New(oomwatch.Config{Backend: backend, Logger: c.log.WithName("oomwatch"), Guard: c.guard})
 		if err != nil {
 			if rc.OOMWatch != "auto" {
 				return fmt.Errorf("%w: rightsizing.oomWatch=%s: %w", ErrInvalidConfig, rc.OOMWatch, err)
@@ -651,7 +689,7 @@ func (c *controller) newRightsizer() error {
 		}
 		sinks = append(sinks, r.rep)
 	}
-	r.coll = collector.New(collector.Options{Interval: rc.SampleInterval.Duration, Registerer: c.metrics.reg, Sinks: sinks})
+	r.coll = collector.New(collector.Options{Interval: rc.SampleInterval.Duration, Registerer: c.metrics.reg, Sinks: sinks, Guard: c.guard, Loop: loopSample})
 	r.apply = newApplier(c, false)
 	r.apply.r = r
 	c.rs = r
@@ -703,7 +741,7 @@ func (r *rightsizer) watchPolicies(ctx context.Context) {
 		}
 		return
 	}
-	pi, err := newPolicyIndex(r.c.kube, r.c.cfg.ResyncPeriod, r.policyChanged)
+	pi, err := newPolicyIndex(r.c.kube, r.c.cfg.ResyncPeriod, r.policyChanged, r.c.guard)
 	if err != nil {
 		r.c.log.Error(err, "RightsizePolicy informer")
 		return
@@ -784,16 +822,17 @@ func (r *rightsizer) forgetGone(now time.Time) {
 func (r *rightsizer) checkpointLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	for {
+	r.c.guard.Run(ctx, loopCheckpoint, func() bool {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-t.C:
-			if err := r.engine.Save(time.Now()); err != nil {
-				r.c.log.Error(err, "recommender checkpoint; retried at the next interval")
-			}
 		}
-	}
+		if err := r.engine.Save(time.Now()); err != nil {
+			r.c.log.Error(err, "recommender checkpoint; retried at the next interval")
+		}
+		return true
+	})
 }
 
 // stop saves what must survive a restart.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/cgpilot/cgpilot/cgroup"
+	"github.com/cgpilot/cgpilot/internal/loop"
 	"github.com/cgpilot/cgpilot/test/cgtest"
 	"github.com/cgpilot/cgpilot/test/tier"
 )
@@ -128,6 +129,52 @@ func TestKernelWatch(t *testing.T) {
 			}
 			next(cgroup.ContainerRemoved, "u-late")
 		})
+	}
+}
+
+// TestKernelWatchGoesOnAfterAPanic: a panic while one event is handled
+// costs that event: onErr gets it as a *loop.Panic and the next event is
+// delivered.
+func TestKernelWatchGoesOnAfterAPanic(t *testing.T) {
+	k, kp := openKubepods(t, "cgroupfs")
+	events := make(chan cgroup.WatchEvent, 16)
+	panics := make(chan *loop.Panic, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := true
+	if _, err := kp.Watch(ctx, func(ev cgroup.WatchEvent) {
+		if first {
+			first = false
+			panic("the first event's handler")
+		}
+		events <- ev
+	}, func(err error) {
+		var p *loop.Panic
+		if !errors.As(err, &p) {
+			t.Errorf("watch: %v", err)
+			return
+		}
+		panics <- p
+	}); err != nil {
+		t.Fatal(err)
+	}
+	k.SB.MkdirPod("cgroupfs", "BestEffort", "u-first")
+	select {
+	case p := <-panics:
+		if p.Loop != cgroup.WatchLoop || p.Value != "the first event's handler" {
+			t.Fatalf("onErr got %+v", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the panic was not reported to onErr")
+	}
+	k.SB.MkdirPod("cgroupfs", "BestEffort", "u-second")
+	select {
+	case ev := <-events:
+		if ev.Kind != cgroup.PodCreated || ev.PodUID != "u-second" {
+			t.Fatalf("event %+v after the panic, want u-second created", ev)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event after the panic: the watch died")
 	}
 }
 

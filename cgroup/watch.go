@@ -9,7 +9,12 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/cgpilot/cgpilot/internal/loop"
 )
+
+// WatchLoop names the watch's loop in the *loop.Panic given to onErr.
+const WatchLoop = "cgroup-watch"
 
 // watch.go: inotify on the kubepods tree, so a caller learns at once that a
 // pod or container cgroup appeared or a container's went away, instead of
@@ -55,7 +60,9 @@ type WatchEvent struct {
 // removed containers) of the cpuset hierarchy until ctx ends, calling
 // handle for each change and onErr when inotify reports a problem (an
 // overflowed queue: events may have been missed, so a caller's periodic
-// sweep is still needed). Cached child listings are dropped before handle
+// sweep is still needed, or a *loop.Panic when handling one event
+// panicked: that event is lost, the watch goes on). Cached child listings
+// are dropped before handle
 // runs, so a caller that lists the pod in handle sees the change. The
 // returned channel is closed once the watch has ended (after ctx), so a
 // caller can wait for its goroutine.
@@ -82,6 +89,7 @@ func (k *Kubepods) Watch(ctx context.Context, handle func(WatchEvent), onErr fun
 			}
 		}
 	}
+	g := &loop.Guard{OnPanic: func(p *loop.Panic) { onErr(p) }}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -100,7 +108,7 @@ func (k *Kubepods) Watch(ctx context.Context, handle func(WatchEvent), onErr fun
 				if !ok {
 					return
 				}
-				k.dispatch(w, qos, ev, handle)
+				_ = g.Do(WatchLoop, func() { k.dispatch(w, qos, ev, handle) })
 			}
 		}
 	}()

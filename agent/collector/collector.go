@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cgpilot/cgpilot/cgroup"
+	"github.com/cgpilot/cgpilot/internal/loop"
 )
 
 // Target is one container to sample.
@@ -63,6 +64,10 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// Guard, when set, runs each round of Run as an iteration of the
+	// loop named Loop: a panic in a reader or a sink costs that round.
+	Guard *loop.Guard
+	Loop  string
 }
 
 // target is a Target with its held files and the previous reading.
@@ -177,22 +182,34 @@ func (c *Collector) Run(ctx context.Context) {
 		}
 		c.mu.Unlock()
 	}()
-	for {
+	c.opts.Guard.Run(ctx, c.opts.Loop, func() bool {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-t.C:
-			c.Collect()
 		}
-	}
+		c.Collect()
+		return true
+	})
 }
 
 // Collect runs one round now and hands it to the sinks; it returns the
 // round's samples (valid until the next round). A container's first round
 // only primes its counters and yields no sample.
 func (c *Collector) Collect() []Sample {
-	c.mu.Lock()
 	start := time.Now()
+	now, out := c.read()
+	for _, sink := range c.opts.Sinks {
+		sink.Round(now, out)
+	}
+	c.m.round.Observe(time.Since(start).Seconds())
+	return out
+}
+
+// read reads every target once.
+func (c *Collector) read() (time.Time, []Sample) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	now := c.opts.Now()
 	out := c.buf[:0]
 	ids := make([]string, 0, len(c.targets))
@@ -231,10 +248,5 @@ func (c *Collector) Collect() []Sample {
 	}
 	c.buf = out
 	c.m.targets.Set(float64(len(c.targets)))
-	c.mu.Unlock()
-	for _, sink := range c.opts.Sinks {
-		sink.Round(now, out)
-	}
-	c.m.round.Observe(time.Since(start).Seconds())
-	return out
+	return now, out
 }

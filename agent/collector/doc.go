@@ -18,6 +18,8 @@
 // and builds no cgroup path. A container whose cgroup vanished (it exited)
 // is dropped at its next read.
 //
-// It imports cgroup, the Prometheus client and the standard library; no
-// client-go, no other cgpilot package (hack/check-imports.sh).
+// It imports cgroup, internal/loop (Options.Guard: a panicking round is
+// recovered and counted by the agent), the Prometheus client and the
+// standard library; no client-go, no other cgpilot package
+// (hack/check-imports.sh).
 package collector

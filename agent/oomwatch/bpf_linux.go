@@ -124,24 +124,24 @@ func (b *bpfBackend) run(w *Watcher) {
 			return
 		}
 		seen := monoNow()
-		if _, err := binary.Decode(rec.RawSample, binary.NativeEndian, &raw); err != nil {
-			w.log.Error(err, "short BPF event", "len", len(rec.RawSample))
-			continue
-		}
-		e := Event{
-			Time:       wallAt(time.Duration(raw.KtimeNs)),
-			Kernel:     time.Duration(raw.KtimeNs),
-			Seen:       seen,
-			PID:        int(raw.Pid),
-			Comm:       string(bytes.TrimRight(raw.Comm[:], "\x00")),
-			MemcgInode: raw.MemcgIno,
-			CgroupID:   raw.CgroupId,
-			Source:     SourceBPF,
-		}
-		w.mu.Lock()
-		e.Dir = w.matchLocked(e.MemcgInode, e.CgroupID)
-		w.mu.Unlock()
-		w.emit(e)
+		_ = w.cfg.Guard.Do(Loop, func() {
+			if _, err := binary.Decode(rec.RawSample, binary.NativeEndian, &raw); err != nil {
+				w.log.Error(err, "short BPF event", "len", len(rec.RawSample))
+				return
+			}
+			e := Event{
+				Time:       wallAt(time.Duration(raw.KtimeNs)),
+				Kernel:     time.Duration(raw.KtimeNs),
+				Seen:       seen,
+				PID:        int(raw.Pid),
+				Comm:       string(bytes.TrimRight(raw.Comm[:], "\x00")),
+				MemcgInode: raw.MemcgIno,
+				CgroupID:   raw.CgroupId,
+				Source:     SourceBPF,
+			}
+			e.Dir = w.match(e.MemcgInode, e.CgroupID)
+			w.emit(e)
+		})
 	}
 }
 

@@ -153,24 +153,31 @@ func (c *counterBackend) readInotify() {
 			}
 			return
 		}
-		var dirs []string
-		c.w.mu.Lock()
-		for off := 0; off+unix.SizeofInotifyEvent <= n; {
-			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-			if d, ok := c.byWd[int(ev.Wd)]; ok {
-				if ev.Mask&unix.IN_IGNORED != 0 { // the cgroup was removed
-					delete(c.byWd, int(ev.Wd))
-				} else {
-					dirs = append(dirs, d)
-				}
+		_ = c.w.cfg.Guard.Do(Loop, func() {
+			for _, d := range c.notified(buf[:n]) {
+				c.check(d, 0)
 			}
-			off += unix.SizeofInotifyEvent + int(ev.Len)
-		}
-		c.w.mu.Unlock()
-		for _, d := range dirs {
-			c.check(d, 0)
-		}
+		})
 	}
+}
+
+// notified are the watched directories a batch of inotify events names.
+func (c *counterBackend) notified(buf []byte) []string {
+	var dirs []string
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	for off := 0; off+unix.SizeofInotifyEvent <= len(buf); {
+		ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+		if d, ok := c.byWd[int(ev.Wd)]; ok {
+			if ev.Mask&unix.IN_IGNORED != 0 { // the cgroup was removed
+				delete(c.byWd, int(ev.Wd))
+			} else {
+				dirs = append(dirs, d)
+			}
+		}
+		off += unix.SizeofInotifyEvent + int(ev.Len)
+	}
+	return dirs
 }
 
 func (c *counterBackend) readEventFD(dir string, f *os.File) {
@@ -179,7 +186,7 @@ func (c *counterBackend) readEventFD(dir string, f *os.File) {
 		if _, err := f.Read(b[:]); err != nil {
 			return // closed by remove/close
 		}
-		c.check(dir, confirmWindow)
+		_ = c.w.cfg.Guard.Do(Loop, func() { c.check(dir, confirmWindow) })
 	}
 }
 
@@ -192,15 +199,11 @@ func (c *counterBackend) poll() {
 			return
 		case <-t.C:
 		}
-		c.w.mu.Lock()
-		dirs := make([]string, 0, len(c.w.dirs))
-		for d := range c.w.dirs {
-			dirs = append(dirs, d)
-		}
-		c.w.mu.Unlock()
-		for _, d := range dirs {
-			c.check(d, 0)
-		}
+		_ = c.w.cfg.Guard.Do(Loop, func() {
+			for _, d := range c.w.watched() {
+				c.check(d, 0)
+			}
+		})
 	}
 }
 

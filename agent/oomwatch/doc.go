@@ -35,6 +35,7 @@
 // directory that is not a memory cgroup. Every error names the file or the
 // feature and the underlying errno.
 //
-// It imports cgroup (mount discovery) and logr, no k8s.io package, and must not
+// It imports cgroup (mount discovery), logr and internal/loop (Config.Guard:
+// a panic in a reader costs one event), no k8s.io package, and must not
 // import agent: the agent imports it.
 package oomwatch

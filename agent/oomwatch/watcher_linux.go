@@ -15,7 +15,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cgpilot/cgpilot/cgroup"
+	"github.com/cgpilot/cgpilot/internal/loop"
 )
+
+// Loop names the watcher's reader goroutines in Config.Guard.
+const Loop = "oom-watch"
 
 // Backend selects how a Watcher sees kills.
 type Backend int
@@ -59,6 +63,10 @@ type Config struct {
 	Logger logr.Logger
 	// EventBuffer is the capacity of the Events channel (256 when zero).
 	EventBuffer int
+	// Guard, when set, runs each record, notification and poll of the
+	// readers as an iteration of Loop: a panic costs that one (none
+	// recovered when nil).
+	Guard *loop.Guard
 
 	// forcePidPath makes the BPF programs take the pre-6.8 path (pid
 	// argument plus signal_generate) on a newer kernel; tests only.
@@ -242,6 +250,24 @@ func (w *Watcher) Close() error {
 }
 
 // emit delivers e unless the Watcher is closing.
+// Watching is how many directories are watched.
+func (w *Watcher) Watching() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.dirs)
+}
+
+// watched lists the watched directories.
+func (w *Watcher) watched() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	dirs := make([]string, 0, len(w.dirs))
+	for d := range w.dirs {
+		dirs = append(dirs, d)
+	}
+	return dirs
+}
+
 func (w *Watcher) emit(e Event) {
 	select {
 	case w.events <- e:
@@ -298,9 +324,11 @@ func (w *Watcher) describeDir(dir string) (*watchedDir, error) {
 	return d, nil
 }
 
-// matchLocked returns the watched directory with this id, preferring the
-// memory cgroup. Caller holds w.mu.
-func (w *Watcher) matchLocked(memcgIno, cgroupID uint64) string {
+// match returns the watched directory with this id, preferring the
+// memory cgroup.
+func (w *Watcher) match(memcgIno, cgroupID uint64) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	memcgV2 := w.mounts.Mode == cgroup.ModeUnified
 	if d, ok := w.byInode[inodeKey{memcgV2, memcgIno}]; ok && memcgIno != 0 {
 		return d

@@ -304,7 +304,7 @@ func checkAgentMounts(t *testing.T, pid int) {
 
 // podProcess finds the process running program in the pod with uid, by
 // its cgroup (so another agent on this host is never taken for it).
-func podProcess(t *testing.T, uid, program string) int {
+func podProcess(t testing.TB, uid, program string) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {

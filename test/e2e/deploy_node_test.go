@@ -68,7 +68,7 @@ type deployBed struct {
 	kp        *cgroup.Kubepods
 }
 
-func (d *deployBed) kubectl(t *testing.T, args ...string) string {
+func (d *deployBed) kubectl(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(filepath.Join(d.cp.BinDir(), "kubectl"), append([]string{"--kubeconfig", d.cp.Kubeconfig()}, args...)...).CombinedOutput()
 	if err != nil {
@@ -150,7 +150,11 @@ func TestDeployKustomizeOnNode(t *testing.T) { deployFlow(t, kustomizeInstaller)
 
 func TestDeployHelmOnNode(t *testing.T) { deployFlow(t, helmInstaller) }
 
-func startDeployBed(t *testing.T) *deployBed {
+func startDeployBed(t testing.TB) *deployBed { return startDeployBedWith(t, false) }
+
+// startDeployBedWith is startDeployBed with, when race, the agent's image
+// built with the race detector too (churnRaceImage).
+func startDeployBedWith(t testing.TB, race bool) *deployBed {
 	t.Helper()
 	bins := tier.Node(t)
 	root, err := tier.RepoRoot()
@@ -166,22 +170,28 @@ func startDeployBed(t *testing.T) *deployBed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	image, _, err := images.CachedGoImage(ctx, demo.AgentImage, "github.com/cgpilot/cgpilot/cmd/cgpilot-agent", cacheDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctl, err := images.CachedBinary(ctx, "github.com/cgpilot/cgpilot/cmd/cgpilotctl", cacheDir)
-	if err != nil {
-		t.Fatal(err)
+	// Built before the node starts, which holds the host's one node slot.
+	var image, ctl images.Cached
+	if race {
+		image = churnImage(t, ctx, cacheDir)
+	} else {
+		if image, _, err = images.CachedGoImage(ctx, demo.AgentImage, "github.com/cgpilot/cgpilot/cmd/cgpilot-agent", cacheDir); err != nil {
+			t.Fatal(err)
+		}
+		if ctl, err = images.CachedBinary(ctx, "github.com/cgpilot/cgpilot/cmd/cgpilotctl", cacheDir); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cp := harness.MustStart(t, bins, harness.Options{Controllers: true})
 	n := harness.MustStartNode(t, cp, harness.NodeOptions{})
 	if err := n.ImportImage(ctx, image.Path); err != nil {
 		t.Fatal(err)
 	}
-	next := strings.TrimSuffix(demo.AgentImage, ":demo") + ":" + nextTag
-	if out, err := exec.CommandContext(ctx, "ctr", "--address", n.State.Socket, "-n", "k8s.io", "images", "tag", demo.AgentImage, next).CombinedOutput(); err != nil {
-		t.Fatalf("ctr images tag: %v: %s", err, out)
+	if !race {
+		next := strings.TrimSuffix(demo.AgentImage, ":demo") + ":" + nextTag
+		if out, err := exec.CommandContext(ctx, "ctr", "--address", n.State.Socket, "-n", "k8s.io", "images", "tag", demo.AgentImage, next).CombinedOutput(); err != nil {
+			t.Fatalf("ctr images tag: %v: %s", err, out)
+		}
 	}
 	u, err := url.Parse(cp.Config.Host)
 	if err != nil {
@@ -211,7 +221,7 @@ func startDeployBed(t *testing.T) *deployBed {
 }
 
 // agentPod is the agent DaemonSet's one pod, once Ready.
-func (d *deployBed) agentPod(t *testing.T) corev1.Pod {
+func (d *deployBed) agentPod(t testing.TB) corev1.Pod {
 	t.Helper()
 	if err := demo.WaitAgentReady(context.Background(), d.cs, 3*time.Minute); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,77 @@
+package agent
+
+import (
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cgpilot/cgpilot/agent/oomwatch"
+	"github.com/cgpilot/cgpilot/cgroup"
+	"github.com/cgpilot/cgpilot/internal/loop"
+)
+
+// loops.go: the agent's long-lived loops and the one rule they share
+// (package internal/loop): a panic costs one iteration (one key, one
+// event, one round, one request), is counted in
+// cgpilot_recovered_panics_total{loop} and logged with its stack, and the
+// loop goes on: a workqueue key is requeued with the queue's backoff, a
+// round-driven loop waits loop.Guard's growing backoff, an event handler
+// takes the next event. A reconcile's panic is also reported on its pod.
+
+// The loops, as the loop label of cgpilot_recovered_panics_total.
+const (
+	loopReconcile    = "reconcile"       // reconcile workers, per pod key (reconcile.go)
+	loopStatus       = "status"          // the annotation writer, per key (reconcile.go)
+	loopSweep        = "sweep"           // the periodic sweep, pools and right-sizing (agent.go)
+	loopPodEvents    = "pod-informer"    // the pod informer's event handlers (informer.go)
+	loopCgroupEvents = cgroup.WatchLoop  // the cgroup watcher's events and the agent's callbacks (cgroup/watch.go, agent.go)
+	loopPolicyEvents = "policy-informer" // the RightsizePolicy and namespace informers' handlers (policies.go)
+	loopSample       = "sample"          // the sampling rounds and their sinks (rightsize.go)
+	loopDecide       = "decide"          // the decision rounds (rightsize.go)
+	loopResize       = "resize"          // the applier, per pod key (resize.go)
+	loopOOM          = "oom"             // the OOM watcher's consumer: OOM bumps (oom.go)
+	loopCheckpoint   = "checkpoint"      // the histograms' checkpoints (rightsize.go)
+	loopReport       = "report"          // the report windows and merged fetches (report.go)
+	loopReportSend   = "report-send"     // the report client's sender (api/report)
+	loopHealthHTTP   = "health-http"     // /healthz, /readyz, /metrics requests (agent.go)
+	loopMetricsHTTP  = "metrics-http"    // the cluster /metrics requests (agent.go)
+	loopLocalAPI     = "local-api"       // the local API's requests (agent.go)
+	loopOOMWatch     = oomwatch.Loop     // the OOM watcher's own readers (agent/oomwatch)
+)
+
+// loops are every loop label, exported at 0 from the start.
+var loops = []string{loopReconcile, loopStatus, loopSweep, loopPodEvents, loopCgroupEvents, loopPolicyEvents, loopSample,
+	loopDecide, loopResize, loopOOM, loopCheckpoint, loopReport, loopReportSend, loopHealthHTTP, loopMetricsHTTP, loopLocalAPI, loopOOMWatch}
+
+// newGuard is the controller's loop.Guard: it counts and logs.
+func (c *controller) newGuard() *loop.Guard {
+	return &loop.Guard{OnPanic: func(p *loop.Panic) {
+		c.metrics.recovered.WithLabelValues(p.Loop).Inc()
+		c.log.Error(p, "recovered a panic; the loop goes on (please report this as a bug)", "loop", p.Loop, "stack", string(p.Stack))
+	}}
+}
+
+// do runs one iteration of name that returns an error: the error, or the
+// *loop.Panic it panicked with.
+func (c *controller) do(name string, f func() error) error {
+	var err error
+	if p := c.guard.Do(name, func() { err = f() }); p != nil {
+		return p
+	}
+	return err
+}
+
+// guardHandlers runs each informer event as an iteration of name: a
+// handler that panics inside client-go's informer would end the process
+// (its HandleCrash re-panics).
+func guardHandlers(g *loop.Guard, name string, h cache.ResourceEventHandlerFuncs) cache.ResourceEventHandlerFuncs {
+	out := cache.ResourceEventHandlerFuncs{}
+	if h.AddFunc != nil {
+		out.AddFunc = func(obj any) { _ = g.Do(name, func() { h.AddFunc(obj) }) }
+	}
+	if h.UpdateFunc != nil {
+		out.UpdateFunc = func(old, obj any) { _ = g.Do(name, func() { h.UpdateFunc(old, obj) }) }
+	}
+	if h.DeleteFunc != nil {
+		out.DeleteFunc = func(obj any) { _ = g.Do(name, func() { h.DeleteFunc(obj) }) }
+	}
+	return out
+}

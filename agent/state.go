@@ -1,0 +1,54 @@
+package agent
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// state.go: the size of every table the agent keeps per pod, container or
+// workload, exported as cgpilot_state_entries{table} at each scrape. Under
+// pod churn each must follow the pods that live on the node and return to
+// them when the churn stops (the churn soak in test/e2e reads them): a
+// table that only grows is a leak.
+
+var stateDesc = prometheus.NewDesc("cgpilot_state_entries",
+	"Entries in the agent's per-pod, per-container and per-workload tables, by table; each follows the pods on the node (a table that only grows is a leak).",
+	[]string{"table"}, nil)
+
+// stateCollector reads the tables' sizes when scraped.
+type stateCollector struct{ c *controller }
+
+func (s stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- stateDesc }
+
+func (s stateCollector) Collect(ch chan<- prometheus.Metric) {
+	for table, n := range s.c.stateSizes() {
+		ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, float64(n), table)
+	}
+}
+
+// stateSizes are the tables' sizes now.
+func (c *controller) stateSizes() map[string]int {
+	out := map[string]int{}
+	c.mu.Lock()
+	out["known-pods"], out["pending-status"], out["change-times"], out["late-containers"] = len(c.known), len(c.pending), len(c.since), len(c.late)
+	c.mu.Unlock()
+	out["exclusive-allocations"] = len(c.pools.State().Assignments())
+	r := c.rs
+	if r == nil {
+		return out
+	}
+	r.mu.Lock()
+	out["tracked-pods"], out["oom-watched-cgroups"], out["last-samples"], out["pending-recommendations"] = len(r.pods), len(r.dirs), len(r.last), len(r.pendingRec)
+	r.mu.Unlock()
+	r.apply.mu.Lock()
+	out["resizes-wanted"], out["resizes-decided"], out["resizes-accepted"], out["cgroup-values"] = len(r.apply.want), len(r.apply.decided), len(r.apply.accepted), len(r.apply.cgroupValues)
+	r.apply.mu.Unlock()
+	r.owners.mu.Lock()
+	out["owner-cache"] = len(r.owners.parents)
+	r.owners.mu.Unlock()
+	out["histogram-keys"] = len(r.engine.Keys())
+	out["sampled-containers"] = r.coll.Targets()
+	if r.oom != nil {
+		out["oom-watcher-cgroups"] = r.oom.Watching()
+	}
+	return out
+}
