@@ -39,6 +39,15 @@ func windowReport(t *testing.T, node string, seq uint64, w int) []byte {
 	return body
 }
 
+// staticAgents maps tok-<node> to node's agent.
+func staticAgents(nodes ...string) auth.Static {
+	s := auth.Static{}
+	for _, n := range nodes {
+		s.AddAgent("tok-"+n, n)
+	}
+	return s
+}
+
 type panicky struct{}
 
 func (panicky) Observe(*report.Decoded, time.Time) { panic("observer bug") }
@@ -46,7 +55,7 @@ func (panicky) Observe(*report.Decoded, time.Time) { panic("observer bug") }
 func TestIngestAnswers(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	store := state.New(state.Config{Step: time.Minute})
-	h := New(auth.Static{"tok-n1": {Node: "n1"}, "tok-n2": {Node: "n2"}, "tok-n3": {Node: "n3"}}, store, reg)
+	h := New(staticAgents("n1", "n2", "n3"), store, reg)
 	h.Now = func() time.Time { return t0.Add(70 * time.Second) }
 	leader := true
 	h.Leader = func() bool { return leader }
