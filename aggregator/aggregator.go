@@ -163,11 +163,11 @@ type Aggregator struct {
 	ready  atomic.Bool
 	// elector is set once the Lease is contested; the servers, which
 	// start first, read it concurrently.
-	elector  atomic.Pointer[leaderelection.LeaderElector]
-	secure   net.Listener
-	plain    net.Listener
-	cs       kubernetes.Interface
-	dc       dynamic.Interface
+	elector atomic.Pointer[leaderelection.LeaderElector]
+	secure  net.Listener
+	plain   net.Listener
+	cs      kubernetes.Interface
+	dc      dynamic.Interface
 	// leaseCS and authCS are clients of their own (their own QPS): a
 	// flood of token reviews never delays the Lease's renewal, and the
 	// rest of the aggregator's calls never delay a review.
@@ -175,10 +175,10 @@ type Aggregator struct {
 	pods            *kube.Pods
 	nodes           *kube.Nodes
 	policies        *kube.Policies
-	certs    *certReloader
-	proxy    *leaderProxy
-	cp       *kube.Checkpointer
-	annot    *kube.NodeAnnotator
+	certs           *certReloader
+	proxy           *leaderProxy
+	cp              *kube.Checkpointer
+	annot           *kube.NodeAnnotator
 }
 
 // SecureAddr and HTTPAddr are the bound listen addresses.
