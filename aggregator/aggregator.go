@@ -174,6 +174,7 @@ type Aggregator struct {
 	leaseCS, authCS kubernetes.Interface
 	pods            *kube.Pods
 	nodes           *kube.Nodes
+	quotas          *kube.Quotas
 	policies        *kube.Policies
 	certs           *certReloader
 	proxy           *leaderProxy
@@ -349,6 +350,7 @@ func New(cfg Config, log logr.Logger) (*Aggregator, error) {
 		a.pods.Retention = cfg.PodRetention
 		a.pods.Parent = a.ownerOf
 		a.nodes = kube.NewNodes(a.cs, 10*time.Minute)
+		a.quotas = kube.NewQuotas(a.cs, 10*time.Minute)
 	}
 	sc := state.Config{Period: cfg.Period, Grace: cfg.Grace, Step: cfg.Step}
 	if a.policies != nil {
@@ -397,6 +399,9 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	ing.Rate = &ingest.NodeRate{Every: max(cfg.Period/60, 100*time.Millisecond), Burst: 100}
 	wh := webhook.New(a.Store, a.matcher(), recorder, a.reg)
 	wh.Parent, wh.Now = a.parents(ctx), a.now
+	if a.quotas != nil {
+		wh.Quotas = a.quotas.In
+	}
 	ext := extender.New(a.Profiles, a.reg)
 	ext.Now = a.now
 	userRequests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_aggregator_user_requests_total",
@@ -459,6 +464,9 @@ func (a *Aggregator) Run(ctx context.Context) error {
 		}
 		go a.pods.Run(ctx)
 		if err := a.nodes.Start(ctx); err != nil {
+			return err
+		}
+		if err := a.quotas.Start(ctx); err != nil {
 			return err
 		}
 		// Reports are judged against the pods: none is taken before the

@@ -6,8 +6,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -76,4 +79,43 @@ func (n *Nodes) Size(name string) (NodeSize, bool) {
 	return NodeSize{CPUCapacity: c.Cpu().AsApproximateFloat64(), CPUAllocatable: a.Cpu().AsApproximateFloat64(),
 		MemoryCapacity: c.Memory().AsApproximateFloat64(), MemoryAllocatable: a.Memory().AsApproximateFloat64(),
 		Pods: int(a.Pods().Value())}, true
+}
+
+// Quotas caches every namespace's ResourceQuotas (the webhook never
+// patches a pod past one).
+type Quotas struct {
+	factory informers.SharedInformerFactory
+	synced  cache.InformerSynced
+	lister  listersv1.ResourceQuotaLister
+}
+
+// NewQuotas returns a cache over cs (Start runs it).
+func NewQuotas(cs kubernetes.Interface, resync time.Duration) *Quotas {
+	f := informers.NewSharedInformerFactory(cs, resync)
+	q := f.Core().V1().ResourceQuotas()
+	_ = q.Informer().SetTransform(func(obj any) (any, error) {
+		if m, ok := obj.(interface{ SetManagedFields([]metav1.ManagedFieldsEntry) }); ok {
+			m.SetManagedFields(nil)
+		}
+		return obj, nil
+	})
+	return &Quotas{factory: f, synced: q.Informer().HasSynced, lister: q.Lister()}
+}
+
+// Start starts the informer and waits until it has synced or ctx ends.
+func (q *Quotas) Start(ctx context.Context) error {
+	q.factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), q.synced) {
+		return fmt.Errorf("kube: the ResourceQuota cache did not sync: %w", ctx.Err())
+	}
+	return nil
+}
+
+// In returns namespace's ResourceQuotas.
+func (q *Quotas) In(namespace string) []*corev1.ResourceQuota {
+	l, err := q.lister.ResourceQuotas(namespace).List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	return l
 }
