@@ -107,7 +107,13 @@ func NewPods(cs kubernetes.Interface) *Pods {
 			}
 			return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
 				if p, ok := e.Object.(*corev1.Pod); ok {
-					e.Object = slim(p)
+					sp := slim(p)
+					if e.Type == watch.Bookmark {
+						// The end of a watch-list's initial events is an
+						// annotation of the bookmark.
+						sp.Annotations = p.Annotations
+					}
+					e.Object = sp
 				}
 				return e, true
 			}), nil

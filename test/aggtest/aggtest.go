@@ -308,7 +308,7 @@ plugins:
   - name: MutatingAdmissionWebhook
     configuration:
       apiVersion: apiserver.config.k8s.io/v1
-      kind: WebhookAdmission
+      kind: WebhookAdmissionConfiguration
       kubeConfigFile: %s
 `, kubeconfig)
 	for path, data := range map[string]string{kubeconfig: kc, admission: ac} {
