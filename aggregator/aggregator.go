@@ -396,7 +396,7 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	ing.Now = a.now
 	ing.Trust = a.trust()
 	// One report a period, and a backlog of up to 100 at one a second.
-	ing.Rate = &ingest.NodeRate{Every: max(cfg.Period/60, 100*time.Millisecond), Burst: 100}
+	ing.Rate = &ingest.NodeRate{Every: max(cfg.Period/60, 100*time.Millisecond), Burst: 100, Now: a.now}
 	wh := webhook.New(a.Store, a.matcher(), recorder, a.reg)
 	wh.Parent, wh.Now = a.parents(ctx), a.now
 	if a.quotas != nil {

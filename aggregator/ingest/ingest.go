@@ -323,6 +323,8 @@ func FoldLoop(ctx context.Context, s *state.Store, interval time.Duration, now f
 type NodeRate struct {
 	Every time.Duration
 	Burst int
+	// Now is the clock of the report grid (nil: time.Now).
+	Now func() time.Time
 
 	mu    sync.Mutex
 	nodes map[string]*rate.Limiter
@@ -350,5 +352,9 @@ func (n *NodeRate) Allow(node string) bool {
 		l = rate.NewLimiter(rate.Every(every), burst)
 		n.nodes[node] = l
 	}
-	return l.Allow()
+	now := time.Now()
+	if n.Now != nil {
+		now = n.Now()
+	}
+	return l.AllowN(now, 1)
 }

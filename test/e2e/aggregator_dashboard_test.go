@@ -119,9 +119,12 @@ func TestDashboardInChromium(t *testing.T) {
 		strings.Contains(v, "reporting") || !strings.Contains(v, "401") {
 		t.Errorf("without a token the page shows %q (%v): want no data and the API's 401", v, err)
 	}
-	if err := chromedp.Do(bctx, chromedp.Navigate("about:blank"), chromedp.Navigate(agg.HTTPURL()+"/#token="+viewerToken),
+	wctx, wcancel := context.WithTimeout(bctx, time.Minute)
+	defer wcancel()
+	if err := chromedp.Do(wctx, chromedp.Navigate("about:blank"), chromedp.Navigate(agg.HTTPURL()+"/#token="+viewerToken),
 		chromedp.WaitVisible(`body[data-ready="1"]`)); err != nil {
-		t.Fatalf("chromium: %v", err)
+		state, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`location.href + " error=" + (document.body.dataset.error || "") + " login=" + (document.body.dataset.login || "")`))
+		t.Fatalf("chromium with the viewer's token: %v (%s)", err, state)
 	}
 	if u, err := chromedp.Run(bctx, chromedp.Evaluate[string](`location.href`)); err != nil || strings.Contains(u, viewerToken) {
 		t.Errorf("the token stays in the address bar: %q %v", u, err)

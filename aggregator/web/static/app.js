@@ -199,7 +199,7 @@ function anomalies(an) {
   document.getElementById("anomaly-list").innerHTML = rows.length ? `<table>${rows.map(r => `<tr>${r.map(c => `<td>${esc(c)}</td>`).join("")}</tr>`).join("")}</table>` : "";
 }
 
-function history(h) {
+function historyTable(h) {
   document.getElementById("history").innerHTML = h.length === 0 ? `<div class="empty">no adjustment yet</div>` :
     `<table><tr><th>time</th><th>what</th><th>container</th><th>pod</th><th>node</th><th>change</th></tr>` +
     h.slice(0, 12).map(e => {
@@ -221,7 +221,7 @@ async function refresh() {
     const sat = scope ? get("/api/v1/saturation") : get("/api/v1/saturation?namespace=" + encodeURIComponent(ns));
     const [sum, cap, satv, hn, an, hist] = await Promise.all([get("/api/v1/summary"), get("/api/v1/capacity"), sat,
       scope ? null : get("/api/v1/hotnodes"), get("/api/v1/anomalies?limit=20"), get("/api/v1/history?limit=12")]);
-    tiles(sum); coverage(sum.coverage); released(cap); saturation(satv); hot(hn); anomalies(an); history(hist);
+    tiles(sum); coverage(sum.coverage); released(cap); saturation(satv); hot(hn); anomalies(an); historyTable(hist);
     if (scope) sel.hidden = true;
     document.getElementById("login").hidden = true;
     delete document.body.dataset.login;
