@@ -195,6 +195,15 @@ func (a *Aggregator) now() time.Time {
 	return time.Now()
 }
 
+// BoundPods is how many pods of w the replica sees bound to node now (0
+// without an API server): what it believes node's reports of w against.
+func (a *Aggregator) BoundPods(node string, w report.Workload) int {
+	if a.pods == nil {
+		return 0
+	}
+	return a.pods.Bound(context.Background(), node, w, a.now())
+}
+
 // IsLeader reports whether this replica holds the Lease (and has loaded
 // the checkpoints).
 func (a *Aggregator) IsLeader() bool { return a.leader.Load() }
