@@ -94,7 +94,9 @@ func NewQuotas(cs kubernetes.Interface, resync time.Duration) *Quotas {
 	f := informers.NewSharedInformerFactory(cs, resync)
 	q := f.Core().V1().ResourceQuotas()
 	_ = q.Informer().SetTransform(func(obj any) (any, error) {
-		if m, ok := obj.(interface{ SetManagedFields([]metav1.ManagedFieldsEntry) }); ok {
+		if m, ok := obj.(interface {
+			SetManagedFields([]metav1.ManagedFieldsEntry)
+		}); ok {
 			m.SetManagedFields(nil)
 		}
 		return obj, nil

@@ -61,7 +61,9 @@ func TestPodsBound(t *testing.T) {
 		t.Fatal("not synced after the list")
 	}
 	ctx := context.Background()
-	w := func(ns, kind, name string) report.Workload { return report.Workload{Namespace: ns, Kind: kind, Name: name} }
+	w := func(ns, kind, name string) report.Workload {
+		return report.Workload{Namespace: ns, Kind: kind, Name: name}
+	}
 	web := w("shop", report.KindDeployment, "web")
 	for _, tc := range []struct {
 		node string

@@ -214,14 +214,18 @@ var privOps = []privOp{
 			return err == nil && n.Labels["evil"] == v, err
 		}},
 	{name: "its own entry of a RightsizePolicy's status",
-		do: func(ctx context.Context, cs kubernetes.Interface, v string) error { return applyPolicyStatus(ctx, cs, nodeA, v) },
+		do: func(ctx context.Context, cs kubernetes.Interface, v string) error {
+			return applyPolicyStatus(ctx, cs, nodeA, v)
+		},
 		landed: func(ctx context.Context, a kubernetes.Interface, v string) (bool, error) {
 			n, err := policyNodeEntry(ctx, a, nodeA)
 			return err == nil && n == matchedFor(v), err
 		}},
 	// Issue 19: one node could overwrite every node's entries.
 	{name: "node-b's entry of a RightsizePolicy's status", refused: true,
-		do: func(ctx context.Context, cs kubernetes.Interface, v string) error { return applyPolicyStatus(ctx, cs, nodeB, v) },
+		do: func(ctx context.Context, cs kubernetes.Interface, v string) error {
+			return applyPolicyStatus(ctx, cs, nodeB, v)
+		},
 		landed: func(ctx context.Context, a kubernetes.Interface, v string) (bool, error) {
 			n, err := policyNodeEntry(ctx, a, nodeB)
 			return err == nil && n == matchedFor(v), err

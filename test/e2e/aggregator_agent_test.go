@@ -115,7 +115,7 @@ func TestNodeAgentReportsToAggregator(t *testing.T) {
 			CertFile: certs.CertFile, KeyFile: certs.KeyFile, Period: period, Grace: 2 * time.Second, Step: 10 * time.Second,
 			// The agent samples every second (startRightsizeNode).
 			SampleInterval: time.Second,
-			FoldInterval: time.Second, CheckpointInterval: 2 * time.Second, CheckpointMinAge: time.Second})
+			FoldInterval:   time.Second, CheckpointInterval: 2 * time.Second, CheckpointMinAge: time.Second})
 		aggtest.Wait(t, identity+" leading", time.Minute, r.IsLeader)
 		return r
 	}
