@@ -116,8 +116,11 @@ func (a *AggregatorBed) aggregatorOverlay(dir string, aggArgs []string) (docs []
 	if err != nil {
 		return nil, "", "", fmt.Errorf("%w: %v", ErrRender, err)
 	}
-	probe := func(path string) map[string]any {
-		return map[string]any{"httpGet": map[string]any{"host": "127.0.0.1", "port": "http", "path": path}}
+	// Probes on 127.0.0.1 (it listens there only), from a few seconds on:
+	// it is not ready before its pod cache has synced, and a probe that
+	// fails meanwhile is a Warning Event the demo would have to explain.
+	probe := func(path string, delay int) map[string]any {
+		return map[string]any{"httpGet": map[string]any{"host": "127.0.0.1", "port": "http", "path": path}, "initialDelaySeconds": delay}
 	}
 	docs = []any{
 		map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": aggregatorName, "namespace": Namespace},
@@ -128,7 +131,7 @@ func (a *AggregatorBed) aggregatorOverlay(dir string, aggArgs []string) (docs []
 					"ports": []any{map[string]any{"$patch": "replace"},
 						map[string]any{"name": "https", "containerPort": a.SecurePort, "protocol": "TCP"},
 						map[string]any{"name": "http", "containerPort": a.HTTPPort, "protocol": "TCP"}},
-					"readinessProbe": probe("/readyz"), "livenessProbe": probe("/healthz"),
+					"readinessProbe": probe("/readyz", 5), "livenessProbe": probe("/healthz", 10),
 					"resources": map[string]any{"requests": map[string]any{"cpu": "20m", "memory": "64Mi"}},
 				}},
 			}}}},
