@@ -183,7 +183,7 @@ func fleetPods(n int) []*corev1.Pod {
 		replicas := 1 + wl%40
 		ns := fmt.Sprintf("team-%02d", wl%20)
 		name := fmt.Sprintf("svc-%d", wl)
-		hash := fmt.Sprintf("%08x", wl*2654435761%1<<32)
+		hash := fmt.Sprintf("%08x", (wl*2654435761)%(1<<32))
 		labels := map[string]string{"app": name, "pod-template-hash": hash, "team": ns}
 		for r := 0; r < replicas && len(out) < n; r++ {
 			// Each decoded pod has labels of its own.
