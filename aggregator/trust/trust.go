@@ -116,6 +116,12 @@ const (
 // Verdict counts what Check changed, by reason.
 type Verdict map[string]int
 
+func (v Verdict) add(reason string, n int) {
+	if n > 0 {
+		v[reason] += n
+	}
+}
+
 // Checker applies the rules to reports.
 type Checker struct{ cfg Config }
 
@@ -197,24 +203,12 @@ func (c *Checker) Check(ctx context.Context, d *report.Decoded) Verdict {
 		size, sized = c.cfg.Sizes(d.Node)
 	}
 	if c.cfg.Pods != nil {
-		kills := d.OOMKills[:0]
-		for _, k := range d.OOMKills {
-			if !c.cfg.Pods.PodOn(ctx, d.Node, k.Namespace, k.Pod, k.Workload, from) {
-				v[ReasonOOMNotOnNode]++
-				continue
-			}
-			kills = append(kills, k)
-		}
-		d.OOMKills = kills
-		adj := d.Adjustments[:0]
-		for _, a := range d.Adjustments {
-			if !c.cfg.Pods.PodOn(ctx, d.Node, a.Namespace, a.Pod, a.Workload, from) {
-				v[ReasonAdjNotOnNode]++
-				continue
-			}
-			adj = append(adj, a)
-		}
-		d.Adjustments = adj
+		onNode := func(k report.Key, pod string) bool { return c.cfg.Pods.PodOn(ctx, d.Node, k.Namespace, pod, k.Workload, from) }
+		var kills, adjs int
+		d.OOMKills, kills = keepIf(d.OOMKills, func(k report.OOMKill) bool { return onNode(k.Key, k.Pod) })
+		d.Adjustments, adjs = keepIf(d.Adjustments, func(a report.Adjustment) bool { return onNode(a.Key, a.Pod) })
+		v.add(ReasonOOMNotOnNode, kills)
+		v.add(ReasonAdjNotOnNode, adjs)
 	}
 	if sized {
 		for i := range d.OOMKills {
@@ -284,4 +278,17 @@ func (c *Checker) checkUsage(d *report.Decoded, size Size, sized bool, ownCPU, o
 		u.CPUUsage, u.MemoryUsage = math.Max(u.CPUUsage, floorCPU), math.Max(u.MemoryUsage, floorMem)
 		v[ReasonUsageRaised]++
 	}
+}
+
+// keepIf keeps, in place, the elements ok accepts and returns how many it
+// dropped.
+func keepIf[T any](xs []T, ok func(T) bool) ([]T, int) {
+	kept := xs[:0]
+	for _, x := range xs {
+		if ok(x) {
+			kept = append(kept, x)
+		}
+	}
+	clear(xs[len(kept):])
+	return kept, len(xs) - len(kept)
 }
