@@ -203,7 +203,9 @@ func (c *Checker) Check(ctx context.Context, d *report.Decoded) Verdict {
 		size, sized = c.cfg.Sizes(d.Node)
 	}
 	if c.cfg.Pods != nil {
-		onNode := func(k report.Key, pod string) bool { return c.cfg.Pods.PodOn(ctx, d.Node, k.Namespace, pod, k.Workload, from) }
+		onNode := func(k report.Key, pod string) bool {
+			return c.cfg.Pods.PodOn(ctx, d.Node, k.Namespace, pod, k.Workload, from)
+		}
 		var kills, adjs int
 		d.OOMKills, kills = keepIf(d.OOMKills, func(k report.OOMKill) bool { return onNode(k.Key, k.Pod) })
 		d.Adjustments, adjs = keepIf(d.Adjustments, func(a report.Adjustment) bool { return onNode(a.Key, a.Pod) })
