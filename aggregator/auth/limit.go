@@ -20,11 +20,12 @@ type Limiter struct {
 	PerSource, Total  rate.Limit
 	Burst, TotalBurst int
 	MaxSources        int
+	// Now replaces time.Now (tests).
+	Now func() time.Time
 
 	mu                      sync.Mutex
 	sources                 map[string]*rate.Limiter
 	total                   *rate.Limiter
-	now                     func() time.Time
 	perSourceDenied, denied uint64
 }
 
@@ -46,8 +47,8 @@ func (l *Limiter) Allow(source string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
-	if l.now != nil {
-		now = l.now()
+	if l.Now != nil {
+		now = l.Now()
 	}
 	if l.total == nil {
 		l.total = rate.NewLimiter(l.Total, l.TotalBurst)

@@ -239,7 +239,7 @@ func TestForgedReportLeavesTheMergeAlone(t *testing.T) {
 	}
 	t.Logf("web/app merged from the good node alone: %.3f cores, %.0f MiB (evil's 70 forged windows dropped)", b.CPU.Target, b.Memory.Target/(1<<20))
 
-	// 40 reports of 4,096 fake containers each: nothing is kept.
+	// Reports of 4,096 fake containers each (issue 19: 40 of them cost +666 MiB): nothing is kept.
 	store := state.New(state.Config{})
 	h = New(staticAgents("evil"), store, prometheus.NewRegistry())
 	h.Trust = trust.New(trust.Config{Pods: podsOn{}})
@@ -248,14 +248,16 @@ func TestForgedReportLeavesTheMergeAlone(t *testing.T) {
 	h.Register(mux)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	// One report of 4,096 fake containers, renamed and re-stamped 40 times.
+	// One report of 4,096 fake containers, renamed and re-stamped 8 times
+	// (the finding's 40 only repeat what the first 8 show: with today's
+	// 4,096 × 8 entries kept, without the check none).
 	fb, _ := report.NewBuilder(report.BuilderConfig{Node: "evil"})
 	for c := range report.MaxContainers {
 		k := report.Key{Workload: report.Workload{Namespace: fmt.Sprintf("ns-%d", c%100), Kind: report.KindDeployment, Name: fmt.Sprintf("fake-%d", c)}, Container: "c"}
 		fb.Sample(k, "p", t0.Add(time.Second), 0.1, 1<<20)
 	}
 	fake := fb.Cut(t0.Add(time.Minute))[0]
-	for i := range 40 {
+	for i := range 8 {
 		r := *fake
 		r.Containers = append([]report.Container(nil), fake.Containers...)
 		for c := range r.Containers {
@@ -277,7 +279,7 @@ func TestForgedReportLeavesTheMergeAlone(t *testing.T) {
 		}
 	}
 	if st := store.Stats(); st.Containers != 0 || st.Workloads != 0 || st.PendingEntries != 0 {
-		t.Errorf("40 reports of 4,096 fake containers left %+v", st)
+		t.Errorf("8 reports of 4,096 fake containers left %+v", st)
 	}
 }
 

@@ -113,6 +113,7 @@ func TestJunkTokensNeverReachTheAPIServer(t *testing.T) {
 		return true, tr, nil
 	})
 	lim := auth.NewLimiter()
+	lim.Now = func() time.Time { return now } // no refill during the spray
 	r := &TokenReviewer{Reviews: cs.AuthenticationV1().TokenReviews(), Limiter: lim, Now: func() time.Time { return now }}
 	spray := auth.WithSource(context.Background(), "10.0.0.66")
 	junk := []string{"", "not-a-token", "a.b.c", "x.y", strings.Repeat("A", 20000),
