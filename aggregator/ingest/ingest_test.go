@@ -188,8 +188,8 @@ func (p podsOn) OnNode(string) map[report.Workload]int { return nil }
 // shop/Deployment/web/app from node "evil" moved an honest 0.6 core /
 // 404 MiB recommendation to 0.1 core / 100 MiB): evil's reports of a
 // workload with no pod on evil are dropped before the merge, and the
-// merged recommendation is bit for bit the honest node's alone; 40
-// reports of 4,096 fake containers leave no state behind.
+// merged recommendation is bit for bit the honest node's alone; reports
+// of 4,096 fake containers leave no state behind.
 func TestForgedReportLeavesTheMergeAlone(t *testing.T) {
 	run := func(forge bool) (*state.Store, *Handler) {
 		store := state.New(state.Config{Step: time.Minute})
