@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cgpilot/cgpilot/aggregator/auth"
 	"github.com/cgpilot/cgpilot/api/report"
 )
 
@@ -82,8 +83,14 @@ func (r *certReloader) tlsConfig() *tls.Config {
 }
 
 // forwardedHeader marks a request a follower forwarded to the leader: it
-// is never forwarded again.
-const forwardedHeader = "X-Cgpilot-Forwarded"
+// is never forwarded again. clientHeader carries the original caller's
+// address, which the leader believes only from a replica (its client
+// certificate is the replicas' own): the token reviews' limiter keeps each
+// agent apart, not every agent behind the follower in one bucket.
+const (
+	forwardedHeader = "X-Cgpilot-Forwarded"
+	clientHeader    = "X-Cgpilot-Client"
+)
 
 // leaderProxy lets every replica take every request: a follower forwards
 // what needs the leader's state to the leader, whose address is in the
@@ -126,6 +133,9 @@ func (p *leaderProxy) wrap(next http.Handler, secure bool) http.Handler {
 			return
 		}
 		r.Header.Set(forwardedHeader, p.a.cfg.Identity)
+		if secure {
+			r.Header.Set(clientHeader, sourceOf(r))
+		}
 		p.proxy(target, secure).ServeHTTP(w, r)
 	})
 }
@@ -353,7 +363,31 @@ func (g *gates) plainHTTP(next http.Handler) http.Handler {
 	})
 }
 
+// sourceOf is the caller's address as the gates recorded it.
+func sourceOf(r *http.Request) string {
+	if s := auth.SourceOf(r.Context()); s != "" {
+		return s
+	}
+	return auth.Source(r)
+}
+
+// fromReplica says whether r came over TLS from a replica (its client
+// certificate is this replica's own serving certificate).
+func (g *gates) fromReplica(r *http.Request) bool {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return false
+	}
+	own, err := g.own()
+	return err == nil && len(own.Certificate) > 0 && bytes.Equal(own.Certificate[0], r.TLS.PeerCertificates[0].Raw)
+}
+
 func (g *gates) serve(gt *gate, w http.ResponseWriter, r *http.Request, next http.Handler) {
+	source := auth.Source(r)
+	if c := r.Header.Get(clientHeader); c != "" && g.fromReplica(r) {
+		source = c
+	}
+	r.Header.Del(clientHeader)
+	r = r.WithContext(auth.WithSource(r.Context(), source))
 	if gt.certs != nil {
 		if err := gt.certs.check(r, g.own); err != nil {
 			g.refused.WithLabelValues(gt.name, "client_certificate").Inc()

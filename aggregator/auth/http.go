@@ -79,7 +79,11 @@ func Refuse(w http.ResponseWriter, err error) string {
 
 // Identify authenticates r; when it cannot, it answers and returns false.
 func (g *Guard) Identify(w http.ResponseWriter, r *http.Request) (Identity, bool) {
-	id, err := g.Authn.Authenticate(WithSource(r.Context(), Source(r)), Bearer(r))
+	ctx := r.Context()
+	if SourceOf(ctx) == "" {
+		ctx = WithSource(ctx, Source(r))
+	}
+	id, err := g.Authn.Authenticate(ctx, Bearer(r))
 	if err != nil {
 		g.count(Refuse(w, err))
 		return Identity{}, false

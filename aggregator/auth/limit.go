@@ -15,7 +15,9 @@ import (
 // reviewed once per rotation.
 type Limiter struct {
 	// PerSource and Burst bound one source (default 1/s, burst 5);
-	// Total and TotalBurst all of them (default 20/s, burst 40);
+	// Total and TotalBurst all of them (default 50/s, burst 100: the
+	// review client's own QPS; 5,000 agents rotate a token each an hour,
+	// 1.4 a second);
 	// MaxSources bounds the sources remembered (default 10,000).
 	PerSource, Total  rate.Limit
 	Burst, TotalBurst int
@@ -39,7 +41,7 @@ func (l *Limiter) Denied() (perSource, total uint64) {
 
 // NewLimiter returns a Limiter with the defaults.
 func NewLimiter() *Limiter {
-	return &Limiter{PerSource: 1, Burst: 5, Total: 20, TotalBurst: 40, MaxSources: 10000}
+	return &Limiter{PerSource: 1, Burst: 5, Total: 50, TotalBurst: 100, MaxSources: 10000}
 }
 
 // Allow says whether source may have one more review now.

@@ -172,7 +172,11 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, count fun
 		count(http.StatusServiceUnavailable, report.ResultNotLeader, errors.New("this replica is not the leader"))
 		return auth.Identity{}, false
 	}
-	id, err := h.Auth.Authenticate(auth.WithSource(r.Context(), auth.Source(r)), auth.Bearer(r))
+	ctx := r.Context()
+	if auth.SourceOf(ctx) == "" {
+		ctx = auth.WithSource(ctx, auth.Source(r))
+	}
+	id, err := h.Auth.Authenticate(ctx, auth.Bearer(r))
 	switch {
 	case errors.Is(err, auth.ErrUnavailable):
 		count(http.StatusServiceUnavailable, report.ResultUnavailable, err)
