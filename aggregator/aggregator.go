@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,6 +42,7 @@ import (
 	"github.com/cgpilot/cgpilot/aggregator/kube"
 	"github.com/cgpilot/cgpilot/aggregator/profile"
 	"github.com/cgpilot/cgpilot/aggregator/state"
+	"github.com/cgpilot/cgpilot/aggregator/trust"
 	"github.com/cgpilot/cgpilot/aggregator/web"
 	"github.com/cgpilot/cgpilot/aggregator/webhook"
 	"github.com/cgpilot/cgpilot/api/report"
@@ -81,6 +83,31 @@ type Config struct {
 	// (default system:serviceaccount:<Namespace>:cgpilot-agent).
 	Audience   string
 	AgentUsers []string
+	// UserAudiences are the audiences accepted of the dashboard's and
+	// /metrics' users' tokens (default [Audience]); what they may read is
+	// the API server's SubjectAccessReview's answer (package web).
+	UserAudiences []string
+	// The webhook is served only to callers with a client certificate
+	// signed by WebhookClientCAFile naming one of WebhookClientNames (the
+	// kube-apiserver's, from its AdmissionConfiguration), the extender to
+	// those of ExtenderClientCAFile naming one of ExtenderClientNames (the
+	// kube-scheduler's extenders[].tlsConfig). Without a CA file every
+	// caller is refused, unless the insecure AnyClient opt-out is set.
+	WebhookClientCAFile, ExtenderClientCAFile string
+	WebhookClientNames, ExtenderClientNames   []string
+	WebhookAnyClient, ExtenderAnyClient       bool
+	// CAFile is the CA of the serving certificate (ca.crt of its Secret);
+	// with CAConfigMap every replica keeps that ConfigMap in Namespace
+	// holding it as ca.crt, which is all the agents mount (never the
+	// Secret, whose key the kubelet would fetch onto every node).
+	CAFile, CAConfigMap string
+	// SampleInterval is the agents' sampling interval: a pod gives at most
+	// one sample per interval, which bounds a node's weight in a merge
+	// (package trust; default 10 s, the agents' default).
+	SampleInterval time.Duration
+	// PodRetention is how long a deleted pod still vouches for its node's
+	// reports of its workload (default 1 h).
+	PodRetention time.Duration
 	// StaticTokens (a "token,node" file) replaces TokenReview: only for
 	// the load generator and tests. Standalone runs without any API
 	// server (no Lease, checkpoints, policies or annotations) and needs
@@ -118,7 +145,9 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{LeaseName: "cgpilot-aggregator", SecureAddr: ":8443", HTTPAddr: ":8080", Period: report.DefaultPeriod,
 		HotWatermark: 0.8, Audience: auth.Audience, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second,
-		RetryPeriod: 2 * time.Second, FoldInterval: 5 * time.Second}
+		RetryPeriod: 2 * time.Second, FoldInterval: 5 * time.Second, SampleInterval: 10 * time.Second,
+		WebhookClientNames:  []string{"kube-apiserver", "kube-apiserver-kubelet-client"},
+		ExtenderClientNames: []string{"system:kube-scheduler", "kube-scheduler"}}
 }
 
 // Aggregator is a running replica.
@@ -134,16 +163,23 @@ type Aggregator struct {
 	ready  atomic.Bool
 	// elector is set once the Lease is contested; the servers, which
 	// start first, read it concurrently.
-	elector  atomic.Pointer[leaderelection.LeaderElector]
-	secure   net.Listener
-	plain    net.Listener
-	cs       kubernetes.Interface
-	dc       dynamic.Interface
-	policies *kube.Policies
-	certs    *certReloader
-	proxy    *leaderProxy
-	cp       *kube.Checkpointer
-	annot    *kube.NodeAnnotator
+	elector atomic.Pointer[leaderelection.LeaderElector]
+	secure  net.Listener
+	plain   net.Listener
+	cs      kubernetes.Interface
+	dc      dynamic.Interface
+	// leaseCS and authCS are clients of their own (their own QPS): a
+	// flood of token reviews never delays the Lease's renewal, and the
+	// rest of the aggregator's calls never delay a review.
+	leaseCS, authCS kubernetes.Interface
+	pods            *kube.Pods
+	nodes           *kube.Nodes
+	quotas          *kube.Quotas
+	policies        *kube.Policies
+	certs           *certReloader
+	proxy           *leaderProxy
+	cp              *kube.Checkpointer
+	annot           *kube.NodeAnnotator
 }
 
 // SecureAddr and HTTPAddr are the bound listen addresses.
@@ -157,6 +193,15 @@ func (a *Aggregator) now() time.Time {
 		return a.cfg.Clock()
 	}
 	return time.Now()
+}
+
+// BoundPods is how many pods of w the replica sees bound to node now (0
+// without an API server): what it believes node's reports of w against.
+func (a *Aggregator) BoundPods(node string, w report.Workload) int {
+	if a.pods == nil {
+		return 0
+	}
+	return a.pods.Bound(context.Background(), node, w, a.now())
 }
 
 // IsLeader reports whether this replica holds the Lease (and has loaded
@@ -215,6 +260,24 @@ func (c *Config) defaults() error {
 	if c.Audience == "" {
 		c.Audience = d.Audience
 	}
+	if len(c.UserAudiences) == 0 {
+		c.UserAudiences = []string{c.Audience}
+	}
+	if c.SampleInterval == 0 {
+		c.SampleInterval = d.SampleInterval
+	}
+	if c.SampleInterval < time.Second || c.SampleInterval > c.Period {
+		return fmt.Errorf("%w: agents' sample interval %v, want 1s to the report period", ErrConfig, c.SampleInterval)
+	}
+	if len(c.WebhookClientNames) == 0 {
+		c.WebhookClientNames = d.WebhookClientNames
+	}
+	if len(c.ExtenderClientNames) == 0 {
+		c.ExtenderClientNames = d.ExtenderClientNames
+	}
+	if c.CAConfigMap != "" && c.CAFile == "" {
+		return fmt.Errorf("%w: publishing the CA in ConfigMap %s needs --tls-ca-file", ErrConfig, c.CAConfigMap)
+	}
 	if len(c.AgentUsers) == 0 {
 		c.AgentUsers = []string{"system:serviceaccount:" + c.Namespace + ":cgpilot-agent"}
 	}
@@ -268,7 +331,35 @@ func New(cfg Config, log logr.Logger) (*Aggregator, error) {
 		if a.dc, err = dynamic.NewForConfig(rc); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 		}
+		client := func(qps float32, burst int, protobuf bool) (kubernetes.Interface, error) {
+			c := rest.CopyConfig(rc)
+			c.QPS, c.Burst = qps, burst
+			if protobuf {
+				c.ContentType = "application/vnd.kubernetes.protobuf"
+				c.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+			}
+			cs, err := kubernetes.NewForConfig(c)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+			}
+			return cs, nil
+		}
+		if a.leaseCS, err = client(5, 10, false); err != nil {
+			return nil, err
+		}
+		if a.authCS, err = client(50, 100, false); err != nil {
+			return nil, err
+		}
+		podCS, err := client(20, 40, true)
+		if err != nil {
+			return nil, err
+		}
 		a.policies = kube.NewPolicies(a.dc, a.cs, 10*time.Minute)
+		a.pods = kube.NewPods(podCS)
+		a.pods.Retention = cfg.PodRetention
+		a.pods.Parent = a.ownerOf
+		a.nodes = kube.NewNodes(a.cs, 10*time.Minute)
+		a.quotas = kube.NewQuotas(a.cs, 10*time.Minute)
 	}
 	sc := state.Config{Period: cfg.Period, Grace: cfg.Grace, Step: cfg.Step}
 	if a.policies != nil {
@@ -310,25 +401,39 @@ func (a *Aggregator) Run(ctx context.Context) error {
 		recorder = b.NewRecorder(scheme, "cgpilot-aggregator")
 	}
 
-	ing := ingest.New(authn, a.Store, a.reg, a.Analysis, a.Profiles)
+	ing := ingest.New(authn.agents, a.Store, a.reg, a.Analysis, a.Profiles)
 	ing.Now = a.now
+	ing.Trust = a.trust()
+	// One report a period, and a backlog of up to 100 at one a second.
+	ing.Rate = &ingest.NodeRate{Every: max(cfg.Period/60, 100*time.Millisecond), Burst: 100, Now: a.now}
 	wh := webhook.New(a.Store, a.matcher(), recorder, a.reg)
 	wh.Parent, wh.Now = a.parents(ctx), a.now
+	if a.quotas != nil {
+		wh.Quotas = a.quotas.In
+	}
 	ext := extender.New(a.Profiles, a.reg)
 	ext.Now = a.now
-	site := &web.Server{Store: a.Store, Analysis: a.Analysis, Profiles: a.Profiles, Leader: a.IsLeader, Identity: cfg.Identity, Now: a.now}
+	userRequests := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_aggregator_user_requests_total",
+		Help: "Dashboard, JSON API and /metrics requests by authentication and authorization result: allowed, unauthenticated, forbidden, throttled, unavailable."}, []string{"result"})
+	a.reg.MustRegister(userRequests)
+	guard := &auth.Guard{Authn: authn.users, Authz: authn.authz, Result: func(r string) { userRequests.WithLabelValues(r).Inc() }}
+	site := &web.Server{Store: a.Store, Analysis: a.Analysis, Profiles: a.Profiles, Leader: a.IsLeader, Identity: cfg.Identity, Now: a.now, Guard: guard}
 	a.reg.MustRegister(newCollector(a))
 
 	a.proxy = newLeaderProxy(a)
+	gates := a.newGates()
 	secureMux, plainMux := http.NewServeMux(), http.NewServeMux()
 	ing.Register(secureMux)
 	wh.Register(secureMux)
 	ext.Register(secureMux)
 	site.Register(plainMux)
-	plainMux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}))
+	// /metrics and pprof: callers RBAC lets get those paths (as the
+	// kubelet's and the control plane's own metrics).
+	plainMux.Handle("GET /metrics", guard.Require(auth.Attributes{Verb: "get", Path: "/metrics"}, promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg})))
 	if cfg.Pprof {
-		plainMux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		plainMux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		pp := auth.Attributes{Verb: "get", Path: "/debug/pprof/"}
+		plainMux.Handle("GET /debug/pprof/", guard.Require(pp, http.HandlerFunc(pprof.Index)))
+		plainMux.Handle("GET /debug/pprof/profile", guard.Require(pp, http.HandlerFunc(pprof.Profile)))
 	}
 	plainMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	plainMux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -348,7 +453,7 @@ func (a *Aggregator) Run(ctx context.Context) error {
 		if a.secure, err = net.Listen("tcp", cfg.SecureAddr); err != nil {
 			return fmt.Errorf("aggregator: listen %s: %w", cfg.SecureAddr, err)
 		}
-		srv := &http.Server{Handler: a.proxy.wrap(secureMux, true), TLSConfig: a.certs.tlsConfig(), ReadHeaderTimeout: 10 * time.Second,
+		srv := &http.Server{Handler: gates.secure(a.proxy.wrap(secureMux, true)), TLSConfig: a.certs.tlsConfig(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
 			ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: cfg.IdleTimeout, ErrorLog: a.serverLog()}
 		wg.Add(1)
 		go func() { defer wg.Done(); serve(ctx, srv, a.secure, true, errc) }()
@@ -356,7 +461,8 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	if a.plain, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("aggregator: listen %s: %w", cfg.HTTPAddr, err)
 	}
-	srv := &http.Server{Handler: a.proxy.wrap(plainMux, false), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 3 * time.Minute, ErrorLog: a.serverLog()}
+	srv := &http.Server{Handler: gates.plainHTTP(a.proxy.wrap(plainMux, false)), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: time.Minute, IdleTimeout: 3 * time.Minute, MaxHeaderBytes: 64 << 10, ErrorLog: a.serverLog()}
 	wg.Add(1)
 	go func() { defer wg.Done(); serve(ctx, srv, a.plain, false, errc) }()
 	defer wg.Wait()
@@ -365,7 +471,24 @@ func (a *Aggregator) Run(ctx context.Context) error {
 		if err := a.policies.Start(ctx); err != nil {
 			return err
 		}
+		go a.pods.Run(ctx)
+		if err := a.nodes.Start(ctx); err != nil {
+			return err
+		}
+		if err := a.quotas.Start(ctx); err != nil {
+			return err
+		}
+		// Reports are judged against the pods: none is taken before the
+		// first list of them is in.
+		if err := a.pods.WaitForSync(ctx); err != nil {
+			return err
+		}
+		a.log.Info("pod cache synced", "pods", a.pods.Stats().Pods)
+		if cfg.CAConfigMap != "" {
+			go a.publishCA(ctx)
+		}
 	}
+	a.warnInsecure()
 	a.ready.Store(true)
 	a.log.Info("serving", "identity", cfg.Identity, "https", addrOf(a.secure), "http", a.plain.Addr().String(), "standalone", cfg.Standalone)
 	if cfg.Ready != nil {
@@ -418,12 +541,122 @@ func serve(ctx context.Context, srv *http.Server, l net.Listener, tls bool, errc
 	}
 }
 
-func (a *Aggregator) authenticator() (auth.Authenticator, error) {
+// authenticators are who may call: agents (their node's token), users of
+// the dashboard, and what users may read.
+type authenticators struct {
+	agents, users auth.Authenticator
+	authz         auth.Authorizer
+}
+
+func (a *Aggregator) authenticator() (authenticators, error) {
 	if a.cfg.StaticTokens != "" {
-		a.log.Info("WARNING: static tokens replace TokenReview (load tests only)", "file", a.cfg.StaticTokens)
-		return auth.LoadStatic(a.cfg.StaticTokens)
+		a.log.Info("WARNING: static tokens replace TokenReview and SubjectAccessReview (load tests only)", "file", a.cfg.StaticTokens)
+		s, err := auth.LoadStatic(a.cfg.StaticTokens)
+		return authenticators{s, s, s}, err
 	}
-	return &kube.TokenReviewer{Reviews: a.cs.AuthenticationV1().TokenReviews(), Audiences: []string{a.cfg.Audience}, Users: a.cfg.AgentUsers}, nil
+	reviews := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_aggregator_token_reviews_total",
+		Help: "Bearer tokens checked, by how: cache (answered from the cache), precheck (refused before any review: not a JWT for the audience, expired), " +
+			"throttled (over the caller's or the total review rate), reviewed (a TokenReview), unavailable (the review failed)."}, []string{"result"})
+	a.reg.MustRegister(reviews)
+	observe := func(r string) { reviews.WithLabelValues(r).Inc() }
+	limiter := auth.NewLimiter()
+	tr := a.authCS.AuthenticationV1().TokenReviews()
+	return authenticators{
+		agents: &kube.TokenReviewer{Reviews: tr, Audiences: []string{a.cfg.Audience}, Users: a.cfg.AgentUsers, Limiter: limiter, Observe: observe},
+		users:  &kube.TokenReviewer{Reviews: tr, Audiences: a.cfg.UserAudiences, AnyNode: true, Limiter: limiter, Observe: observe},
+		authz:  &kube.AccessReviewer{Reviews: a.authCS.AuthorizationV1().SubjectAccessReviews()},
+	}, nil
+}
+
+// warnInsecure says at start which endpoints refuse every caller, or
+// admit any, for want of a client CA.
+func (a *Aggregator) warnInsecure() {
+	cfg := a.cfg
+	for _, e := range []struct {
+		what, flag, ca string
+		any            bool
+	}{{"the admission webhook", "--webhook-client-ca-file", cfg.WebhookClientCAFile, cfg.WebhookAnyClient},
+		{"the scheduler extender", "--extender-client-ca-file", cfg.ExtenderClientCAFile, cfg.ExtenderAnyClient}} {
+		switch {
+		case e.any:
+			a.log.Info("WARNING: "+e.what+" is served to any caller (insecure opt-out)", "flag", e.flag)
+		case e.ca == "":
+			a.log.Info(e.what+" refuses every caller until given a client CA", "flag", e.flag)
+		}
+	}
+}
+
+// trust is the report checker: against the API server's pods, policies
+// and Nodes when there is one; only the bounds that need none without.
+func (a *Aggregator) trust() *trust.Checker {
+	tc := trust.Config{Period: a.cfg.Period, SampleInterval: a.cfg.SampleInterval,
+		PerPod: func(w report.Workload) (float64, float64, bool) {
+			i, ok := a.Profiles.Workload(w, a.now())
+			return i.PerPodCPU, i.PerPodMem, ok
+		}}
+	if a.pods != nil {
+		tc.Pods = a.pods
+		tc.Policies = a.policyOf
+		tc.Sizes = func(node string) (trust.Size, bool) {
+			s, ok := a.nodes.Size(node)
+			return trust.Size(s), ok
+		}
+	}
+	return trust.New(tc)
+}
+
+// policyOf is the policy the aggregator matches to a workload's pods
+// (the labels of its latest pod and its namespace's): one, or none with
+// the conflicting ones, as agents decide.
+func (a *Aggregator) policyOf(w report.Workload) trust.Policy {
+	labels := a.pods.Labels(w)
+	if labels == nil {
+		return trust.Policy{}
+	}
+	pols := a.policies.Match(w.Namespace, labels)
+	switch len(pols) {
+	case 0:
+		return trust.Policy{}
+	case 1:
+		return trust.Policy{Name: pols[0].Name, Mode: string(pols[0].Spec.Mode)}
+	}
+	var names []string
+	for _, p := range pols {
+		names = append(names, p.Name)
+	}
+	return trust.Policy{Conflicts: names}
+}
+
+// ownerOf reads a ReplicaSet's or Job's controller (for kube.Pods).
+func (a *Aggregator) ownerOf(ctx context.Context, ns, kind, name string) (*report.Owner, bool) {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var refs []metav1.OwnerReference
+	var err error
+	switch kind {
+	case report.KindReplicaSet:
+		var rs *appsv1.ReplicaSet
+		if rs, err = a.cs.AppsV1().ReplicaSets(ns).Get(cctx, name, metav1.GetOptions{}); err == nil {
+			refs = rs.OwnerReferences
+		}
+	case report.KindJob:
+		var j *batchv1.Job
+		if j, err = a.cs.BatchV1().Jobs(ns).Get(cctx, name, metav1.GetOptions{}); err == nil {
+			refs = j.OwnerReferences
+		}
+	default:
+		return nil, true
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, true
+	case err != nil:
+		return nil, false
+	}
+	if c := metav1.GetControllerOfNoCopy(&metav1.ObjectMeta{OwnerReferences: refs}); c != nil {
+		return &report.Owner{Kind: c.Kind, Name: c.Name}, true
+	}
+	return nil, true
 }
 
 // noPolicies is the webhook's matcher without an API server.
@@ -478,7 +711,7 @@ func (a *Aggregator) elect(ctx context.Context, cancel context.CancelFunc, recor
 	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.LeaseName},
-		Client:     a.cs.CoordinationV1(),
+		Client:     a.leaseCS.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 	}
 	lost := make(chan struct{})

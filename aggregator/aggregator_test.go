@@ -34,6 +34,7 @@ func standalone(t *testing.T, nodes int) (*aggtest.Replica, *aggtest.Fleet, *agg
 	for i := range nodes {
 		fmt.Fprintf(&tokens, "token-%d,%s\n", i, fleet.NodeName(i))
 	}
+	tokens.WriteString(viewerToken + ",@viewer,*\n")
 	tokFile := filepath.Join(dir, "tokens")
 	os.WriteFile(tokFile, []byte(tokens.String()), 0o600)
 	r := aggtest.Start(t, aggregator.Config{Standalone: true, StaticTokens: tokFile, CertFile: certs.CertFile, KeyFile: certs.KeyFile,
@@ -112,9 +113,14 @@ func TestStandaloneEndToEnd(t *testing.T) {
 	}
 }
 
+// viewerToken is a static user who may read everything (standalone).
+const viewerToken = "viewer-token"
+
 func get(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+viewerToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,8 +24,10 @@
 #                       and the aggregator meet in api/*). Its rooms:
 #     state, analysis,  the merge and the analysis: no k8s.io/*; api/report,
 #     profile, auth,    recommend, internal/* and each other as layered
-#     web               (web reads state, analysis, profile)
-#     ingest            the agent API: no client-go (auth's interface only)
+#     trust, web        (web reads state, analysis, profile and auth's
+#                       interfaces; trust judges reports on its own)
+#     ingest            the agent API: no client-go (auth's and trust's
+#                       interfaces only)
 #     extender, webhook k8s.io/api types, no client-go
 #     kube              the one room that talks to the API server (client-go)
 #                       besides the wiring; it imports no HTTP room
@@ -98,8 +100,9 @@ deps_rule aggregator/auth "aggregator/auth" "^k8s\.io/|^$mod/"
 deps_rule aggregator/profile "aggregator/profile" "^k8s\.io/|^$mod/" "$report"
 deps_rule aggregator/analysis "aggregator/analysis" "^k8s\.io/|^$mod/" "$report"
 deps_rule aggregator/state "aggregator/state" "^k8s\.io/|^$mod/" "$report"
-deps_rule aggregator/web "aggregator/web" "^k8s\.io/|^$mod/" "$report|$aggr(state|analysis|profile)$"
-deps_rule aggregator/ingest "aggregator/ingest" "^k8s\.io/|^$mod/" "$report|$aggr(state|auth)$"
+deps_rule aggregator/trust "aggregator/trust" "^k8s\.io/|^$mod/" "$report"
+deps_rule aggregator/web "aggregator/web" "^k8s\.io/|^$mod/" "$report|$aggr(state|analysis|profile|auth)$"
+deps_rule aggregator/ingest "aggregator/ingest" "^k8s\.io/|^$mod/" "$report|$aggr(state|auth|trust)$"
 for room in extender webhook; do
   deps_rule "aggregator/$room" "aggregator/$room" "^k8s\.io/client-go(/|$)|^$mod/" "$report|^$mod/api/v1alpha1$|$aggr(profile)$"
 done

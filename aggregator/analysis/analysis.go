@@ -340,12 +340,18 @@ type Coverage struct {
 }
 
 // Coverage returns the coverage now.
-func (a *Analysis) Coverage() Coverage {
+func (a *Analysis) Coverage() Coverage { return a.CoverageIn("") }
+
+// CoverageIn returns the coverage of one namespace ("": the cluster).
+func (a *Analysis) CoverageIn(ns string) Coverage {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := Coverage{ByMode: map[string]int{}, NotAdjustable: map[string]int{}}
 	wl := map[report.Workload]bool{}
 	for k, ci := range a.containers {
+		if ns != "" && k.Namespace != ns {
+			continue
+		}
 		c.Containers++
 		covered := wl[k.Workload]
 		switch {
@@ -430,11 +436,27 @@ func (a *Analysis) Saturation(ns string) []Point {
 }
 
 // History returns the adjustments and OOM kills, newest first, at most limit.
-func (a *Analysis) History(limit int) []Event {
+func (a *Analysis) History(limit int) []Event { return a.HistoryIn("", limit) }
+
+// HistoryIn is History of one namespace ("": the cluster).
+func (a *Analysis) HistoryIn(ns string, limit int) []Event {
 	a.mu.Lock()
 	items := a.history.items()
 	a.mu.Unlock()
-	return newestFirst(items, limit)
+	return newestFirst(inNamespace(items, ns), limit)
+}
+
+func inNamespace(events []Event, ns string) []Event {
+	if ns == "" {
+		return events
+	}
+	out := events[:0]
+	for _, e := range events {
+		if e.Key.Namespace == ns {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func newestFirst[T any](items []T, limit int) []T {
@@ -484,14 +506,26 @@ type NodeSilent struct {
 // gaps of the last Recent), each list newest first and at most limit long
 // (limit 0: all).
 func (a *Analysis) Anomalies(now time.Time, limit int) Anomalies {
+	return a.AnomaliesIn(now, "", limit)
+}
+
+// AnomaliesIn is Anomalies of one namespace ("": the cluster); a
+// namespace's have no node anomalies (nodes are the cluster's).
+func (a *Analysis) AnomaliesIn(now time.Time, ns string, limit int) Anomalies {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	since := now.Add(-a.cfg.Recent)
 	an := Anomalies{
-		FailedWrites: newestFirst(recent(a.failed.items(), since, func(e Event) time.Time { return e.Time }), limit),
-		SamplingGaps: newestFirst(recent(a.gaps.items(), since, func(g Gap) time.Time { return g.Time }), limit),
+		FailedWrites: newestFirst(inNamespace(recent(a.failed.items(), since, func(e Event) time.Time { return e.Time }), ns), limit),
+		SamplingGaps: []Gap{},
+	}
+	if ns == "" {
+		an.SamplingGaps = newestFirst(recent(a.gaps.items(), since, func(g Gap) time.Time { return g.Time }), limit)
 	}
 	for k, c := range a.containers {
+		if ns != "" && k.Namespace != ns {
+			continue
+		}
 		if len(c.conflicts) > 1 {
 			an.MultiplePolicies = append(an.MultiplePolicies, Conflict{Key: k, Policies: c.conflicts})
 		}
@@ -502,7 +536,7 @@ func (a *Analysis) Anomalies(now time.Time, limit int) Anomalies {
 	sort.Slice(an.Unadmitted, func(i, j int) bool { return an.Unadmitted[i].Key.String() < an.Unadmitted[j].Key.String() })
 	sort.Slice(an.MultiplePolicies, func(i, j int) bool { return an.MultiplePolicies[i].Key.String() < an.MultiplePolicies[j].Key.String() })
 	for name, n := range a.nodes {
-		if now.Sub(n.lastSeen) > a.cfg.StaleAfter {
+		if ns == "" && now.Sub(n.lastSeen) > a.cfg.StaleAfter {
 			an.NodesNotReport = append(an.NodesNotReport, NodeSilent{Node: name, LastSeen: n.lastSeen})
 		}
 	}

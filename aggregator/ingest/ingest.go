@@ -2,19 +2,25 @@
 // PathReports takes a node's report, GET PathRecommendations returns the
 // merged recommendations of the containers that node reported.
 //
-// A report is authenticated first (bearer token, auth.Authenticator),
-// then read within report.MaxWireBytes and decoded, then the token's node
-// must be the report's, then the state store applies it (replay guard,
-// grid check) and the observers (analysis, profiles) see it. Every
-// refusal is a 4xx with a JSON report.Answer and counts in
-// cgpilot_aggregator_reports_total{result}: unauthenticated 401,
-// forbidden 403 (node mismatch), malformed 400, oversized 413, replayed
-// 409; not_leader and unavailable are 503 with Retry-After. A panic in a
-// handler is recovered, answered 500 and counted; it never takes the
-// process down.
+// A report is authenticated first (bearer token, auth.Authenticator, with
+// the caller's address for its limiter), then its node's report rate is
+// checked (Rate: an agent sends one report a period, and a backlog after
+// an outage at a bounded pace), then the body is read within
+// report.MaxWireBytes and decoded, then the token's node must be the
+// report's, then trust.Checker removes what the node may not report (other
+// nodes' workloads, samples past its pods × rounds, the policy it names)
+// and the state store applies the rest (replay guard, grid check) and the
+// observers (analysis, profiles) see it. Every refusal is a 4xx with a
+// JSON report.Answer and counts in cgpilot_aggregator_reports_total{result}:
+// unauthenticated 401, forbidden 403 (node mismatch), malformed 400,
+// oversized 413, replayed 409, throttled 429 (too many token reviews from
+// the caller) and rate_limited 429 (the node's reports), both with
+// Retry-After; not_leader and unavailable are 503 with Retry-After. A
+// panic in a handler is recovered, answered 500 and counted; it never
+// takes the process down.
 //
-// It imports api/report, aggregator/auth and aggregator/state, and
-// Prometheus; no client-go.
+// It imports api/report, aggregator/auth, aggregator/trust and
+// aggregator/state, and Prometheus; no client-go.
 package ingest
 
 import (
@@ -23,14 +29,23 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"github.com/cgpilot/cgpilot/aggregator/auth"
 	"github.com/cgpilot/cgpilot/aggregator/state"
+	"github.com/cgpilot/cgpilot/aggregator/trust"
 	"github.com/cgpilot/cgpilot/api/report"
+)
+
+// Results of a report besides report.Result*: the caller's token reviews
+// are over their rate, or the node's reports are.
+const (
+	ResultThrottled   = "throttled"
+	ResultRateLimited = "rate_limited"
 )
 
 // Observer sees every accepted report.
@@ -43,6 +58,11 @@ type Handler struct {
 	Auth      auth.Authenticator
 	Store     *state.Store
 	Observers []Observer
+	// Trust, when set, removes what a node may not report before the
+	// store sees it.
+	Trust *trust.Checker
+	// Rate, when set, bounds each node's reports.
+	Rate *NodeRate
 	// Leader reports whether this replica serves (nil: always).
 	Leader func() bool
 	Now    func() time.Time
@@ -58,6 +78,7 @@ type metrics struct {
 	fetches  *prometheus.CounterVec
 	panics   prometheus.Counter
 	inFlight prometheus.Gauge
+	dropped  *prometheus.CounterVec
 }
 
 // New returns a Handler whose metrics are registered with reg.
@@ -79,13 +100,20 @@ func New(a auth.Authenticator, s *state.Store, reg prometheus.Registerer, observ
 		panics: prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_aggregator_handler_panics_total",
 			Help: "Agent API requests whose handler panicked (answered 500; the process keeps serving)."}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "cgpilot_aggregator_ingest_in_flight", Help: "Reports being taken now."}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_aggregator_report_items_dropped_total",
+			Help: "Parts of accepted reports removed or bounded because the node may not report them, by reason (package trust): " +
+				"not_on_node, over_samples, over_keys, oom_not_on_node, adjustment_not_on_node, policy, node_size, node_unknown, usage_raised, usage_capped, oom_amount_capped, pods_capped, rounds_capped."},
+			[]string{"reason"}),
 	}
 	for _, r := range []string{report.ResultAccepted, report.ResultUnauthenticated, report.ResultForbidden, report.ResultMalformed,
-		report.ResultOversized, report.ResultReplayed, report.ResultNotLeader, report.ResultUnavailable} {
+		report.ResultOversized, report.ResultReplayed, report.ResultNotLeader, report.ResultUnavailable, ResultThrottled, ResultRateLimited} {
 		h.m.reports.WithLabelValues(r)
 	}
+	for _, r := range []string{trust.ReasonNotOnNode, trust.ReasonOverSamples, trust.ReasonOverKeys, trust.ReasonPolicy} {
+		h.m.dropped.WithLabelValues(r)
+	}
 	if reg != nil {
-		reg.MustRegister(h.m.reports, h.m.latency, h.m.process, h.m.bytes, h.m.fetches, h.m.panics, h.m.inFlight)
+		reg.MustRegister(h.m.reports, h.m.latency, h.m.process, h.m.bytes, h.m.fetches, h.m.panics, h.m.inFlight, h.m.dropped)
 	}
 	return h
 }
@@ -126,18 +154,16 @@ func (h *Handler) refuse(w http.ResponseWriter, status int, result string, err e
 	if err != nil {
 		a.Error = err.Error()
 	}
-	if status == http.StatusServiceUnavailable {
+	switch status {
+	case http.StatusServiceUnavailable:
 		a.RetryAfterSeconds = 5
+	case http.StatusTooManyRequests:
+		a.RetryAfterSeconds = 1
+		if result == ResultRateLimited {
+			a.RetryAfterSeconds = 10
+		}
 	}
 	answer(w, status, a)
-}
-
-func bearer(r *http.Request) string {
-	v := r.Header.Get("Authorization")
-	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
-		return strings.TrimSpace(v[7:])
-	}
-	return ""
 }
 
 // authenticate returns the caller's identity or answers the refusal.
@@ -146,10 +172,17 @@ func (h *Handler) authenticate(w http.ResponseWriter, r *http.Request, count fun
 		count(http.StatusServiceUnavailable, report.ResultNotLeader, errors.New("this replica is not the leader"))
 		return auth.Identity{}, false
 	}
-	id, err := h.Auth.Authenticate(r.Context(), bearer(r))
+	ctx := r.Context()
+	if auth.SourceOf(ctx) == "" {
+		ctx = auth.WithSource(ctx, auth.Source(r))
+	}
+	id, err := h.Auth.Authenticate(ctx, auth.Bearer(r))
 	switch {
 	case errors.Is(err, auth.ErrUnavailable):
 		count(http.StatusServiceUnavailable, report.ResultUnavailable, err)
+		return id, false
+	case errors.Is(err, auth.ErrThrottled):
+		count(http.StatusTooManyRequests, ResultThrottled, err)
 		return id, false
 	case err != nil:
 		count(http.StatusUnauthorized, report.ResultUnauthenticated, err)
@@ -168,6 +201,10 @@ func (h *Handler) postReport(w http.ResponseWriter, r *http.Request) {
 	refuse := func(status int, result string, err error) { h.refuse(w, status, result, err) }
 	id, ok := h.authenticate(w, r, refuse)
 	if !ok {
+		return
+	}
+	if h.Rate != nil && !h.Rate.Allow(id.Node) {
+		refuse(http.StatusTooManyRequests, ResultRateLimited, errors.New("node "+id.Node+" sends reports faster than its rate"))
 		return
 	}
 	if r.ContentLength > report.MaxWireBytes {
@@ -198,6 +235,11 @@ func (h *Handler) postReport(w http.ResponseWriter, r *http.Request) {
 	if d.Node != id.Node {
 		refuse(http.StatusForbidden, report.ResultForbidden, errors.New("the token was issued for node "+id.Node+", the report is of node "+d.Node))
 		return
+	}
+	if h.Trust != nil {
+		for reason, n := range h.Trust.Check(r.Context(), d) {
+			h.m.dropped.WithLabelValues(reason).Add(float64(n))
+		}
 	}
 	now := h.Now()
 	switch err := h.Store.Apply(d, now); {
@@ -234,8 +276,11 @@ func (h *Handler) getRecommendations(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			a.Error = err.Error()
 		}
-		if status == http.StatusServiceUnavailable {
+		switch status {
+		case http.StatusServiceUnavailable:
 			a.RetryAfterSeconds = 5
+		case http.StatusTooManyRequests:
+			a.RetryAfterSeconds = 1
 		}
 		answer(w, status, a)
 	}
@@ -271,4 +316,49 @@ func FoldLoop(ctx context.Context, s *state.Store, interval time.Duration, now f
 			f(n)
 		}
 	}
+}
+
+// NodeRate bounds each node's reports: one per Every on average (default
+// 1 s), with Burst at once (default 100: the backlog an agent buffered
+// while the aggregator was away). An honest agent sends one a period; the
+// bound caps what a node's token can make the aggregator decode (each
+// window of a node is merged once: package state). The nodes remembered
+// are bounded by the ones reporting.
+type NodeRate struct {
+	Every time.Duration
+	Burst int
+	// Now is the clock of the report grid (nil: time.Now).
+	Now func() time.Time
+
+	mu    sync.Mutex
+	nodes map[string]*rate.Limiter
+}
+
+// Allow says whether node may send a report now.
+func (n *NodeRate) Allow(node string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.nodes == nil {
+		n.nodes = map[string]*rate.Limiter{}
+	}
+	l := n.nodes[node]
+	if l == nil {
+		every, burst := n.Every, n.Burst
+		if every <= 0 {
+			every = time.Second
+		}
+		if burst <= 0 {
+			burst = 100
+		}
+		if len(n.nodes) >= 100000 {
+			clear(n.nodes) // more nodes than any cluster: start over rather than grow
+		}
+		l = rate.NewLimiter(rate.Every(every), burst)
+		n.nodes[node] = l
+	}
+	now := time.Now()
+	if n.Now != nil {
+		now = n.Now()
+	}
+	return l.AllowN(now, 1)
 }

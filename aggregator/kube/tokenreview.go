@@ -3,12 +3,9 @@ package kube
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,15 +16,22 @@ import (
 	"github.com/cgpilot/cgpilot/aggregator/auth"
 )
 
-// TokenReviewer authenticates agents through the API server's
-// TokenReview: it reviews the agent's projected service-account token
+// TokenReviewer authenticates callers through the API server's
+// TokenReview. For agents it reviews the projected service-account token
 // (audience cgpilot-aggregator) and takes the node from the token's
 // authentication.kubernetes.io/node-name extra, which the API server sets
-// in tokens bound to a pod on a node. Reviews are cached by the token's
-// SHA-256, acceptances until the token's own expiry (at most MaxTTL),
-// refusals briefly, so a node's report costs one review per token
-// rotation, not one per minute, and a flood of bad tokens one review per
-// distinct token and refusal TTL.
+// in tokens bound to a pod on a node; for the dashboard's users
+// (AnyNode) it returns the user with its groups for authorization.
+//
+// What reaches the API server is bounded three ways. A token that is not
+// a JWT for one of Audiences, or has expired, is refused before any review
+// (auth.CheckJWT). Reviews are cached by the token's SHA-256, acceptances
+// until the token's own expiry (at most MaxTTL), refusals briefly, so a
+// node's report costs one review per token rotation, not one per minute.
+// And reviews of tokens not in the cache go through Limiter: per caller
+// (auth.WithSource) and in all, so a spray of well-formed junk tokens from
+// one client is refused with auth.ErrThrottled after its own few reviews
+// while agents elsewhere keep theirs.
 type TokenReviewer struct {
 	Reviews authnclient.TokenReviewInterface
 	// Audiences the token must be issued for (default [auth.Audience]).
@@ -35,6 +39,14 @@ type TokenReviewer struct {
 	// Users, when set, are the only usernames accepted (e.g.
 	// system:serviceaccount:cgpilot:cgpilot-agent).
 	Users []string
+	// AnyNode accepts tokens that name no node (users); otherwise a token
+	// must be bound to a pod on a node (agents).
+	AnyNode bool
+	// Limiter, when set, bounds the reviews of tokens not in the cache.
+	Limiter *auth.Limiter
+	// Observe, when set, is called with each answer's source: cache,
+	// precheck (refused before review), throttled, reviewed, unavailable.
+	Observe func(result string)
 	// MaxTTL bounds how long a positive review is trusted (default 5 min):
 	// a deleted pod's token stops working within it. RefusalTTL is how
 	// long a refusal is remembered (default 30 s).
@@ -57,7 +69,13 @@ type cached struct {
 
 // Authenticate reviews token (or answers from the cache).
 func (r *TokenReviewer) Authenticate(ctx context.Context, token string) (auth.Identity, error) {
+	observe := func(result string) {
+		if r.Observe != nil {
+			r.Observe(result)
+		}
+	}
 	if token == "" {
+		observe("precheck")
 		return auth.Identity{}, fmt.Errorf("%w: no bearer token", auth.ErrUnauthenticated)
 	}
 	now := time.Now
@@ -68,14 +86,26 @@ func (r *TokenReviewer) Authenticate(ctx context.Context, token string) (auth.Id
 	r.mu.Lock()
 	if c, ok := r.cache[sum]; ok && now().Before(c.expires) {
 		r.mu.Unlock()
+		observe("cache")
 		return c.id, c.err
 	}
 	r.mu.Unlock()
 
+	claims, err := auth.CheckJWT(token, r.audiences(), now())
+	if err != nil {
+		observe("precheck")
+		return auth.Identity{}, err
+	}
+	if r.Limiter != nil && !r.Limiter.Allow(auth.SourceOf(ctx)) {
+		observe("throttled")
+		return auth.Identity{}, auth.ErrThrottled
+	}
 	id, err := r.review(ctx, token)
 	if errors.Is(err, auth.ErrUnavailable) {
+		observe("unavailable")
 		return id, err // not cached: the next report tries again
 	}
+	observe("reviewed")
 	ttl := r.MaxTTL
 	if ttl == 0 {
 		ttl = 5 * time.Minute
@@ -85,8 +115,8 @@ func (r *TokenReviewer) Authenticate(ctx context.Context, token string) (auth.Id
 		if ttl == 0 {
 			ttl = 30 * time.Second
 		}
-	} else if exp, ok := tokenExpiry(token); ok && exp.Sub(now()) < ttl {
-		ttl = exp.Sub(now())
+	} else if left := claims.Expiry.Sub(now()); left < ttl {
+		ttl = left
 	}
 	r.mu.Lock()
 	if r.cache == nil {
@@ -115,11 +145,15 @@ func (r *TokenReviewer) Authenticate(ctx context.Context, token string) (auth.Id
 	return id, err
 }
 
-func (r *TokenReviewer) review(ctx context.Context, token string) (auth.Identity, error) {
-	aud := r.Audiences
-	if len(aud) == 0 {
-		aud = []string{auth.Audience}
+func (r *TokenReviewer) audiences() []string {
+	if len(r.Audiences) == 0 {
+		return []string{auth.Audience}
 	}
+	return r.Audiences
+}
+
+func (r *TokenReviewer) review(ctx context.Context, token string) (auth.Identity, error) {
+	aud := r.audiences()
 	timeout := r.Timeout
 	if timeout == 0 {
 		timeout = 5 * time.Second
@@ -144,35 +178,21 @@ func (r *TokenReviewer) review(ctx context.Context, token string) (auth.Identity
 	if len(r.Users) > 0 && !slices.Contains(r.Users, st.User.Username) {
 		return auth.Identity{}, fmt.Errorf("%w: user %q may not report", auth.ErrUnauthenticated, st.User.Username)
 	}
-	id := auth.Identity{User: st.User.Username}
+	id := auth.Identity{User: st.User.Username, UID: st.User.UID, Groups: st.User.Groups}
+	if len(st.User.Extra) > 0 {
+		id.Extra = make(map[string][]string, len(st.User.Extra))
+		for k, v := range st.User.Extra {
+			id.Extra[k] = v
+		}
+	}
 	if v := st.User.Extra[auth.ExtraNodeName]; len(v) == 1 {
 		id.Node = v[0]
 	}
 	if v := st.User.Extra[auth.ExtraPodName]; len(v) == 1 {
 		id.Pod = v[0]
 	}
-	if id.Node == "" {
+	if id.Node == "" && !r.AnyNode {
 		return auth.Identity{}, fmt.Errorf("%w: token of %q names no node (request a token bound to the agent's pod)", auth.ErrUnauthenticated, id.User)
 	}
 	return id, nil
-}
-
-// tokenExpiry reads a JWT's exp claim without verifying it (the review
-// did); only the cache's lifetime depends on it.
-func tokenExpiry(token string) (time.Time, bool) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return time.Time{}, false
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		return time.Time{}, false
-	}
-	var claims struct {
-		Exp int64 `json:"exp"`
-	}
-	if json.Unmarshal(payload, &claims) != nil || claims.Exp <= 0 {
-		return time.Time{}, false
-	}
-	return time.Unix(claims.Exp, 0), true
 }

@@ -17,7 +17,8 @@ import (
 // Errors of Apply; each refused report changes nothing.
 var (
 	// ErrReplayed: a sequence not above the last accepted one of the same
-	// agent process, or a report of an older agent process.
+	// agent process (its random ID), or a window its node has reported
+	// already.
 	ErrReplayed = errors.New("state: replayed report")
 	// ErrWindow: a report whose period is not the aggregator's or whose
 	// window ends in the future.
@@ -135,9 +136,12 @@ type Node struct {
 	LastSeen   time.Time
 	// keys are the workload-containers of its last report: pointers to
 	// their entries' keys (8 bytes each, not a 64-byte copy).
-	keys  []*report.Key
-	Usage report.NodeUsage
-	Pools *report.Pools
+	keys []*report.Key
+	// agents are the node's latest agent processes (by random ID) with
+	// the last sequence accepted from each, most recent last.
+	agents []agentSeq
+	Usage  report.NodeUsage
+	Pools  *report.Pools
 }
 
 // New returns an empty store.
@@ -298,7 +302,7 @@ func (s *Store) Apply(d *report.Decoded, now time.Time) error {
 		}
 	}
 	s.nodeMu.Lock()
-	if n := s.nodes[d.Node]; n != nil && n.Sequence == d.Sequence {
+	if n := s.nodes[d.Node]; n != nil && n.Sequence == d.Sequence && n.Agent.ID == d.Agent.ID {
 		n.keys = n.keys[:0]
 		for i := range d.Containers {
 			n.keys = append(n.keys, keyRefs[i])
@@ -323,28 +327,47 @@ func (s *Store) Apply(d *report.Decoded, now time.Time) error {
 	return nil
 }
 
+// maxAgents is how many agent processes per node the replay guard
+// remembers: restarts, and the old and new process of a rolling update.
+const maxAgents = 16
+
+type agentSeq struct {
+	id  string
+	seq uint64
+}
+
 // admit checks the replay guard of d's node and records d as its latest.
+// The guard is keyed on the agent process's random ID: a sequence at or
+// below the last accepted one of the same process is a replay (a retry
+// after a lost answer, or a captured report sent again). A new process is
+// accepted whatever its start time says, so that an agent restarted with
+// its clock behind its previous start is not refused. And a node reports
+// each window once: a report must end after the node's latest accepted
+// window (agents send their windows in order, a backlog oldest first), so
+// that no node weighs a window's merge with two reports of it.
 func (s *Store) admit(d *report.Decoded, now time.Time) error {
 	s.nodeMu.Lock()
 	defer s.nodeMu.Unlock()
 	n := s.nodes[d.Node]
-	if n != nil {
-		same := n.Agent.ID == d.Agent.ID && n.Agent.Started.Equal(d.Agent.Started)
-		switch {
-		case same && d.Sequence <= n.Sequence:
-			return fmt.Errorf("%w: node %s agent %s sequence %d, already at %d", ErrReplayed, d.Node, d.Agent.ID, d.Sequence, n.Sequence)
-		case !same && !d.Agent.Started.After(n.Agent.Started):
-			return fmt.Errorf("%w: node %s agent %s started %s, not after the current agent %s started %s", ErrReplayed,
-				d.Node, d.Agent.ID, d.Agent.Started.Format(time.RFC3339Nano), n.Agent.ID, n.Agent.Started.Format(time.RFC3339Nano))
-		}
-	} else {
+	if n == nil {
 		n = &Node{Name: d.Node}
 		s.nodes[d.Node] = n
 	}
-	n.Agent, n.Sequence, n.LastSeen = d.Agent, d.Sequence, now
-	if d.WindowEnd.After(n.LastWindow) {
-		n.LastWindow = d.WindowEnd
+	if !d.WindowEnd.After(n.LastWindow) {
+		return fmt.Errorf("%w: node %s has reported the window ending %s already (its latest ends %s)", ErrReplayed, d.Node,
+			d.WindowEnd.Format(time.RFC3339), n.LastWindow.Format(time.RFC3339))
 	}
+	i := slices.IndexFunc(n.agents, func(a agentSeq) bool { return a.id == d.Agent.ID })
+	if i >= 0 {
+		if last := n.agents[i].seq; d.Sequence <= last {
+			return fmt.Errorf("%w: node %s agent %s sequence %d, already at %d", ErrReplayed, d.Node, d.Agent.ID, d.Sequence, last)
+		}
+		n.agents = slices.Delete(n.agents, i, i+1)
+	} else if len(n.agents) >= maxAgents {
+		n.agents = slices.Delete(n.agents, 0, 1)
+	}
+	n.agents = append(n.agents, agentSeq{id: d.Agent.ID, seq: d.Sequence})
+	n.Agent, n.Sequence, n.LastSeen, n.LastWindow = d.Agent, d.Sequence, now, d.WindowEnd
 	n.Usage, n.Pools = d.Usage, d.Pools
 	return nil
 }
@@ -515,7 +538,7 @@ func (s *Store) Nodes() []Node {
 	out := make([]Node, 0, len(s.nodes))
 	for _, n := range s.nodes {
 		c := *n
-		c.keys = nil
+		c.keys, c.agents = nil, nil
 		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -531,7 +554,7 @@ func (s *Store) Node(name string) (Node, bool) {
 		return Node{}, false
 	}
 	c := *n
-	c.keys = nil
+	c.keys, c.agents = nil, nil
 	return c, true
 }
 

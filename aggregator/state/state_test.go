@@ -146,13 +146,30 @@ func TestStoreRefuses(t *testing.T) {
 	if err := s.Apply(rs[0], now); !errors.Is(err, ErrReplayed) {
 		t.Errorf("lower sequence: %v", err)
 	}
-	// An older agent process is a replay; a newer one starts afresh.
-	old := *rs[2]
-	old.Agent = report.Agent{ID: "x", Started: t0.Add(-time.Hour)}
-	if err := s.Apply(&old, now); !errors.Is(err, ErrReplayed) {
-		t.Errorf("older agent: %v", err)
+	// A new agent process starts afresh whatever its clock says (issue
+	// 19: one restarted with its clock behind its previous start was
+	// refused until the aggregator restarted); the old one's reports stay
+	// replays.
+	behind := *rs[2]
+	behind.Agent = report.Agent{ID: "x", Started: t0.Add(-time.Hour)}
+	if err := s.Apply(&behind, now); err != nil {
+		t.Errorf("an agent restarted with its clock behind: %v", err)
 	}
-	restarted := *rs[0]
+	if err := s.Apply(&behind, now); !errors.Is(err, ErrReplayed) {
+		t.Errorf("its report again: %v", err)
+	}
+	if err := s.Apply(rs[1], now); !errors.Is(err, ErrReplayed) {
+		t.Errorf("the previous agent's report again: %v", err)
+	}
+	// A window the node reported already, under a new sequence or agent:
+	// its samples would count twice.
+	again := *rs[2]
+	again.Agent, again.Sequence = report.Agent{ID: "z", Started: t0}, 7
+	if err := s.Apply(&again, now); !errors.Is(err, ErrReplayed) {
+		t.Errorf("a window reported twice: %v", err)
+	}
+	restarted := *rs[2]
+	restarted.WindowEnd = rs[2].WindowEnd.Add(time.Minute)
 	restarted.Agent = report.Agent{ID: "y", Started: t0.Add(time.Hour)}
 	if err := s.Apply(&restarted, now); err != nil {
 		t.Errorf("restarted agent: %v", err)
@@ -168,7 +185,7 @@ func TestStoreRefuses(t *testing.T) {
 	if err := s.Apply(&future, now.Add(-2*time.Minute)); !errors.Is(err, ErrWindow) {
 		t.Errorf("future window: %v", err)
 	}
-	if st := s.Stats(); st.Accepted != 2 || st.Replayed != 3 || st.BadWindow != 2 {
+	if st := s.Stats(); st.Accepted != 3 || st.Replayed != 5 || st.BadWindow != 2 {
 		t.Errorf("stats %+v", st)
 	}
 }
@@ -230,7 +247,7 @@ func TestStoreLateAndRestore(t *testing.T) {
 	// Both continue with the same new window and agree.
 	more := reportsFrom(t, genSamples(11, 1, 1, 1), false)["node-a"][0]
 	more.WindowEnd = half.Add(time.Minute).Truncate(time.Minute)
-	more.Agent.Started, more.Sequence = half, 1
+	more.Agent, more.Sequence = report.Agent{ID: "agent-node-a-2", Started: half}, 1
 	later := more.WindowEnd.Add(2 * time.Hour)
 	for _, st := range []*Store{s, s2} {
 		if err := st.Apply(more, more.WindowEnd); err != nil {

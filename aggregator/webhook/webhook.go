@@ -4,6 +4,16 @@
 // follow the policy's limits setting), so it starts right-sized instead of
 // being resized in place after it starts.
 //
+// It applies only what an agent would apply now: a recommendation that is
+// fresh (FreshUntil) and was computed under the policy that matches the
+// pod, with its preset; never while the policy is paused, in one of its
+// avoid windows, or the pod's own cgpilot.io/resize-paused-until; and never
+// one that would make the pod exceed a ResourceQuota of its namespace that
+// the pod as written fits (the quota admission would then reject a pod
+// that would have been admitted unchanged). Quotas are checked with every
+// scope applying (a quota scoped away from the pod only makes the webhook
+// more careful). LimitRange and the policy's bounds are the shared clamp's.
+//
 // It never changes a pod's QoS class: a BestEffort pod is left alone, a
 // Guaranteed pod keeps its limits equal to its requests, and any other
 // mutation that would move the class is dropped. It fails open: without a
@@ -36,8 +46,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/robfig/cron/v3"
+
 	"github.com/cgpilot/cgpilot/api/report"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
+	"github.com/cgpilot/cgpilot/recommend"
 )
 
 // PathMutate is where the webhook answers.
@@ -55,6 +68,11 @@ const (
 	ResultQOS              = "qos_class"
 	ResultNotLeader        = "not_leader"
 	ResultError            = "error"
+	// ResultStale: the recommendations are past FreshUntil, or of another
+	// policy or preset than the pod's; ResultQuota: applying them would
+	// exceed a ResourceQuota the pod fits as written.
+	ResultStale = "stale_recommendation"
+	ResultQuota = "quota"
 )
 
 // Recommendations gives the merged recommendation of a workload-container.
@@ -80,6 +98,8 @@ type Handler struct {
 	// Parent looks up a ReplicaSet's or Job's controller (nil: the
 	// workload rule's fallbacks).
 	Parent func(namespace string) report.ParentFunc
+	// Quotas lists a namespace's ResourceQuotas (nil: none checked).
+	Quotas func(namespace string) []*corev1.ResourceQuota
 	Leader func() bool
 	Now    func() time.Time
 	// EventEvery rate-limits Events per workload and reason (default 10 min).
@@ -95,11 +115,12 @@ type Handler struct {
 func New(recs Recommendations, pol Matcher, ev Recorder, reg prometheus.Registerer) *Handler {
 	h := &Handler{Recs: recs, Policies: pol, Events: ev, Now: time.Now, lastEvent: map[string]time.Time{},
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_aggregator_admission_total",
-			Help: "Pods seen by the admission webhook, by result: applied, no_policy, not_auto, opted_out, conflict, no_recommendation, qos_class, not_leader, error."}, []string{"result"}),
+			Help: "Pods seen by the admission webhook, by result: applied, no_policy, not_auto, opted_out, conflict, no_recommendation, stale_recommendation, qos_class, quota, not_leader, error."}, []string{"result"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cgpilot_aggregator_admission_seconds",
 			Help: "Time to answer one admission review.", Buckets: []float64{.0005, .001, .005, .01, .05, .1, .5}}),
 	}
-	for _, r := range []string{ResultApplied, ResultNoPolicy, ResultNotAuto, ResultOptedOut, ResultConflict, ResultNoRecommendation, ResultQOS, ResultNotLeader, ResultError} {
+	for _, r := range []string{ResultApplied, ResultNoPolicy, ResultNotAuto, ResultOptedOut, ResultConflict, ResultNoRecommendation, ResultQOS, ResultNotLeader, ResultError,
+		ResultStale, ResultQuota} {
 		h.admissions.WithLabelValues(r)
 	}
 	if reg != nil {
@@ -255,9 +276,24 @@ func (h *Handler) Decide(pod *corev1.Pod) Decision {
 		d.Patch = annotate(pod, "opted-out")
 		return d
 	}
-	if pu := d.Policy.Spec.PausedUntil; pu != nil && h.Now().Before(pu.Time) {
+	now := h.Now()
+	if pu := d.Policy.Spec.PausedUntil; pu != nil && now.Before(pu.Time) {
 		d.Result = ResultOptedOut
 		d.Patch = annotate(pod, "paused")
+		return d
+	}
+	if v := pod.Annotations[v1alpha1.AnnotationResizePausedUntil]; v != "" {
+		// A value that does not parse pauses too: the pod's owner asked
+		// for something, and changing its pod is the one thing not to do.
+		if until, err := time.Parse(time.RFC3339, v); err != nil || now.Before(until) {
+			d.Result = ResultOptedOut
+			d.Patch = annotate(pod, "paused")
+			return d
+		}
+	}
+	if inAvoidWindow(d.Policy.Spec.AvoidWindows, now) {
+		d.Result = ResultOptedOut
+		d.Patch = annotate(pod, "avoid-window")
 		return d
 	}
 	before := QOSClass(pod)
@@ -267,16 +303,31 @@ func (h *Handler) Decide(pod *corev1.Pod) Decision {
 		return d
 	}
 	mutated := pod.DeepCopy()
-	changed := 0
+	changed, stale := 0, 0
+	preset := d.Policy.Spec.Preset
+	if preset == "" {
+		preset = recommend.DefaultPreset
+	}
 	for i := range mutated.Spec.Containers {
 		c := &mutated.Spec.Containers[i]
 		rec := h.Recs.Recommendation(report.Key{Workload: d.Workload, Container: c.Name})
 		if rec == nil || rec.CPU.Target <= 0 || rec.Memory.Target <= 0 {
 			continue
 		}
+		// What an agent would not apply now is not applied here either.
+		if !now.Before(rec.FreshUntil) || rec.Policy != d.Policy.Name || rec.Preset != preset {
+			stale++
+			continue
+		}
 		if apply(c, rec, d.Policy.Spec.Limits, before == corev1.PodQOSGuaranteed) {
 			changed++
 		}
+	}
+	if changed == 0 && stale > 0 {
+		d.Result, d.Event, d.Note = ResultStale, "StaleRecommendation",
+			fmt.Sprintf("the merged recommendation is past its freshness or of another policy or preset than %s (%s)", d.Policy.Name, preset)
+		d.Patch = annotate(pod, "stale-recommendation")
+		return d
 	}
 	if changed == 0 {
 		d.Result, d.Event, d.Note = ResultNoRecommendation, "NoRecommendation", "the aggregator has no merged recommendation for its containers yet"
@@ -287,6 +338,14 @@ func (h *Handler) Decide(pod *corev1.Pod) Decision {
 		d.Result, d.Event, d.Note = ResultQOS, "WouldChangeQOSClass", fmt.Sprintf("the recommendation would move it from %s to %s", before, after)
 		d.Patch = annotate(pod, "qos-class")
 		return d
+	}
+	if h.Quotas != nil {
+		if q, r := exceeds(h.Quotas(pod.Namespace), pod, mutated); q != "" {
+			d.Result, d.Event, d.Note = ResultQuota, "WouldExceedQuota",
+				fmt.Sprintf("the recommendation would raise %s past ResourceQuota %s, which the pod as written fits", r, q)
+			d.Patch = annotate(pod, "quota")
+			return d
+		}
 	}
 	d.Result = ResultApplied
 	for i := range mutated.Spec.Containers {
@@ -394,4 +453,89 @@ func QOSClass(pod *corev1.Pod) corev1.PodQOSClass {
 		return corev1.PodQOSGuaranteed
 	}
 	return corev1.PodQOSBurstable
+}
+
+// inAvoidWindow says whether now falls in one of the windows: a window
+// opens at each time its cron schedule names (UTC) and lasts its
+// duration. A schedule that does not parse is skipped (the API server's
+// schema and the agents' validation refuse it first).
+func inAvoidWindow(ws []v1alpha1.AvoidWindow, now time.Time) bool {
+	for _, w := range ws {
+		s, err := cron.ParseStandard(w.Schedule)
+		if err != nil || w.Duration.Duration <= 0 {
+			continue
+		}
+		// A start in (now − duration, now] covers now; Next is strictly
+		// after its argument.
+		if start := s.Next(now.UTC().Add(-w.Duration.Duration)); !start.IsZero() && !start.After(now.UTC()) {
+			return true
+		}
+	}
+	return false
+}
+
+// quotaResources are the quota resources a pod's requests and limits
+// count against (cpu and memory mean their requests).
+var quotaResources = []struct {
+	name      corev1.ResourceName
+	resource  corev1.ResourceName
+	fromLimit bool
+}{
+	{corev1.ResourceRequestsCPU, corev1.ResourceCPU, false}, {corev1.ResourceCPU, corev1.ResourceCPU, false},
+	{corev1.ResourceRequestsMemory, corev1.ResourceMemory, false}, {corev1.ResourceMemory, corev1.ResourceMemory, false},
+	{corev1.ResourceLimitsCPU, corev1.ResourceCPU, true}, {corev1.ResourceLimitsMemory, corev1.ResourceMemory, true},
+}
+
+// podAmount is what a pod counts against a quota resource: the sum over
+// its containers, at least any one init container's, plus its overhead.
+func podAmount(p *corev1.Pod, r corev1.ResourceName, fromLimit bool) resource.Quantity {
+	get := func(c corev1.Container) resource.Quantity {
+		l := c.Resources.Requests
+		if fromLimit {
+			l = c.Resources.Limits
+		}
+		return l[r]
+	}
+	var sum resource.Quantity
+	for _, c := range p.Spec.Containers {
+		q := get(c)
+		sum.Add(q)
+	}
+	for _, c := range p.Spec.InitContainers {
+		if q := get(c); q.Cmp(sum) > 0 {
+			sum = q
+		}
+	}
+	if o, ok := p.Spec.Overhead[r]; ok {
+		sum.Add(o)
+	}
+	return sum
+}
+
+// exceeds returns the quota and resource that after would exceed while
+// before fits ("" if none): applying the recommendation must not turn an
+// admissible pod into one the quota admission rejects.
+func exceeds(quotas []*corev1.ResourceQuota, before, after *corev1.Pod) (quota string, res corev1.ResourceName) {
+	for _, q := range quotas {
+		for _, qr := range quotaResources {
+			hard, ok := q.Status.Hard[qr.name]
+			if !ok {
+				if hard, ok = q.Spec.Hard[qr.name]; !ok {
+					continue
+				}
+			}
+			used := q.Status.Used[qr.name]
+			a, b := podAmount(after, qr.resource, qr.fromLimit), podAmount(before, qr.resource, qr.fromLimit)
+			if a.Cmp(b) <= 0 {
+				continue // not raised
+			}
+			withAfter, withBefore := used.DeepCopy(), used.DeepCopy()
+			withAfter.Add(a)
+			withBefore.Add(b)
+			if withAfter.Cmp(hard) > 0 && withBefore.Cmp(hard) <= 0 {
+				return q.Name, qr.name
+			}
+		}
+	}
+	return "", ""
 }

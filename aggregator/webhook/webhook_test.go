@@ -17,6 +17,7 @@ import (
 
 	"github.com/cgpilot/cgpilot/api/report"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
+	"github.com/cgpilot/cgpilot/recommend"
 )
 
 type recs map[report.Key]*report.WorkloadRecommendation
@@ -35,8 +36,10 @@ func (e *events) Eventf(_ runtime.Object, _ runtime.Object, _, reason, _, _ stri
 
 var web = report.Workload{Namespace: "shop", Kind: report.KindDeployment, Name: "web"}
 
+// rec is a fresh recommendation of policy p with the default preset.
 func rec(cpu, mem float64) *report.WorkloadRecommendation {
-	return &report.WorkloadRecommendation{Recommendation: report.Recommendation{CPU: report.Estimate{Target: cpu}, Memory: report.Estimate{Target: mem}}}
+	return &report.WorkloadRecommendation{Recommendation: report.Recommendation{CPU: report.Estimate{Target: cpu}, Memory: report.Estimate{Target: mem}},
+		Policy: "p", Preset: recommend.DefaultPreset, FreshUntil: time.Now().Add(time.Hour)}
 }
 
 func policy(mode v1alpha1.Mode, limits v1alpha1.LimitsPolicy) *v1alpha1.RightsizePolicy {
@@ -194,5 +197,99 @@ func TestEventsRateLimited(t *testing.T) {
 	h.Policies = nil // Match on a nil interface panics
 	if r := h.review(req); !r.Allowed || len(r.Patch) != 0 {
 		t.Error("a panic did not fail open")
+	}
+}
+
+// TestAppliesOnlyWhatAnAgentWould (issue 19: the webhook ignored
+// FreshUntil, the matched policy and preset, avoid windows and the pod's
+// pause, and its patch could break a ResourceQuota so that the pod was
+// rejected instead of admitted unchanged).
+func TestAppliesOnlyWhatAnAgentWould(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 30, 0, 0, time.UTC)
+	app := report.Key{Workload: web, Container: "app"}
+	fresh := func(mod func(*report.WorkloadRecommendation)) recs {
+		r := rec(0.25, 256<<20)
+		r.FreshUntil = now.Add(time.Minute)
+		if mod != nil {
+			mod(r)
+		}
+		return recs{app: r}
+	}
+	withSpec := func(mod func(*v1alpha1.RightsizePolicySpec)) pols {
+		p := policy(v1alpha1.ModeAuto, v1alpha1.LimitsKeepRatio)
+		mod(&p.Spec)
+		return pols{p}
+	}
+	auto := pols{policy(v1alpha1.ModeAuto, v1alpha1.LimitsKeepRatio)}
+	paused := webPod(res("1", "1Gi", "2", "2Gi"))
+	paused.Annotations = map[string]string{v1alpha1.AnnotationResizePausedUntil: now.Add(time.Hour).Format(time.RFC3339)}
+	pausedBefore := webPod(res("1", "1Gi", "2", "2Gi"))
+	pausedBefore.Annotations = map[string]string{v1alpha1.AnnotationResizePausedUntil: now.Add(-time.Hour).Format(time.RFC3339)}
+	quota := func(hardCPU, usedCPU string) []*corev1.ResourceQuota {
+		return []*corev1.ResourceQuota{{ObjectMeta: metav1.ObjectMeta{Name: "team", Namespace: "shop"},
+			Status: corev1.ResourceQuotaStatus{Hard: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse(hardCPU)},
+				Used: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse(usedCPU)}}}}
+	}
+	small := webPod(res("100m", "64Mi", "", ""))
+	for _, tc := range []struct {
+		name   string
+		pod    *corev1.Pod
+		pols   pols
+		recs   recs
+		quotas []*corev1.ResourceQuota
+		result string
+		note   string
+	}{
+		{"fresh, matched", webPod(res("1", "1Gi", "2", "2Gi")), auto, fresh(nil), nil, ResultApplied, "applied"},
+		{"past FreshUntil", webPod(res("1", "1Gi", "2", "2Gi")), auto, fresh(func(r *report.WorkloadRecommendation) { r.FreshUntil = now }), nil, ResultStale, "stale-recommendation"},
+		{"of another policy", webPod(res("1", "1Gi", "2", "2Gi")), auto, fresh(func(r *report.WorkloadRecommendation) { r.Policy = "loose" }), nil, ResultStale, "stale-recommendation"},
+		{"of another preset", webPod(res("1", "1Gi", "2", "2Gi")), auto, fresh(func(r *report.WorkloadRecommendation) { r.Preset = "cgpilot-aggressive" }), nil, ResultStale, "stale-recommendation"},
+		{"the policy's own preset", webPod(res("1", "1Gi", "2", "2Gi")), withSpec(func(s *v1alpha1.RightsizePolicySpec) { s.Preset = "cgpilot-aggressive" }),
+			fresh(func(r *report.WorkloadRecommendation) { r.Preset = "cgpilot-aggressive" }), nil, ResultApplied, "applied"},
+		{"in an avoid window", webPod(res("1", "1Gi", "2", "2Gi")), withSpec(func(s *v1alpha1.RightsizePolicySpec) {
+			s.AvoidWindows = []v1alpha1.AvoidWindow{{Schedule: "0 12 * * *", Duration: metav1.Duration{Duration: time.Hour}}}
+		}), fresh(nil), nil, ResultOptedOut, "avoid-window"},
+		{"outside the avoid window", webPod(res("1", "1Gi", "2", "2Gi")), withSpec(func(s *v1alpha1.RightsizePolicySpec) {
+			s.AvoidWindows = []v1alpha1.AvoidWindow{{Schedule: "0 12 * * *", Duration: metav1.Duration{Duration: 20 * time.Minute}}}
+		}), fresh(nil), nil, ResultApplied, "applied"},
+		{"the pod paused", paused, auto, fresh(nil), nil, ResultOptedOut, "paused"},
+		{"the pod's pause over", pausedBefore, auto, fresh(nil), nil, ResultApplied, "applied"},
+		{"raised past the quota the pod fits", small, auto, fresh(nil), quota("1", "800m"), ResultQuota, "quota"},
+		{"raised within the quota", small, auto, fresh(nil), quota("2", "800m"), ResultApplied, "applied"},
+		{"lowered under a full quota", webPod(res("1", "1Gi", "2", "2Gi")), auto, fresh(nil), quota("1", "1"), ResultApplied, "applied"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := New(tc.recs, tc.pols, &events{}, nil)
+			h.Now = func() time.Time { return now }
+			if tc.quotas != nil {
+				h.Quotas = func(ns string) []*corev1.ResourceQuota {
+					if ns != "shop" {
+						t.Errorf("quotas of %q", ns)
+					}
+					return tc.quotas
+				}
+			}
+			d := h.Decide(tc.pod)
+			got := ""
+			for _, op := range d.Patch {
+				if v, ok := op.Value.(string); ok && op.Path == "/metadata/annotations/cgpilot.io~1admission" {
+					got = v
+				} else if m, ok := op.Value.(map[string]string); ok {
+					got = m[v1alpha1.AnnotationAdmission]
+				}
+			}
+			if d.Result != tc.result || got != tc.note {
+				t.Errorf("result %s, annotation %q; want %s, %q (%s)", d.Result, got, tc.result, tc.note, d.Note)
+			}
+			resized := false
+			for _, op := range d.Patch {
+				if op.Path == "/spec/containers/0/resources" {
+					resized = true
+				}
+			}
+			if resized != (tc.result == ResultApplied) {
+				t.Errorf("resources patched: %v, result %s", resized, d.Result)
+			}
+		})
 	}
 }

@@ -44,6 +44,17 @@ func parse(args []string, stderr io.Writer) (cfg aggregator.Config, debug, ok bo
 	fs.Float64Var(&cfg.HotWatermark, "hot-watermark", d.HotWatermark, "share of allocatable CPU or memory in real use above which a node is hot")
 	fs.StringVar(&cfg.Audience, "token-audience", d.Audience, "audience of the agents' projected tokens")
 	users := fs.String("agent-users", "", "comma-separated usernames allowed to report (default system:serviceaccount:<namespace>:cgpilot-agent)")
+	userAud := fs.String("user-audiences", "", "comma-separated audiences accepted of dashboard, JSON API and /metrics users' tokens (default the --token-audience)")
+	fs.StringVar(&cfg.WebhookClientCAFile, "webhook-client-ca-file", "", "CA (PEM) of the kube-apiserver's client certificate for the admission webhook; without it the webhook refuses every caller")
+	webhookNames := fs.String("webhook-client-names", strings.Join(d.WebhookClientNames, ","), "comma-separated names (subject CN or DNS SAN) admitted of webhook client certificates; * for any the CA signed")
+	fs.BoolVar(&cfg.WebhookAnyClient, "insecure-webhook-any-client", false, "INSECURE: serve the admission webhook to any caller (clusters whose API server cannot present a client certificate)")
+	fs.StringVar(&cfg.ExtenderClientCAFile, "extender-client-ca-file", "", "CA (PEM) of the kube-scheduler's client certificate for the extender; without it the extender refuses every caller")
+	extNames := fs.String("extender-client-names", strings.Join(d.ExtenderClientNames, ","), "comma-separated names (subject CN or DNS SAN) admitted of extender client certificates; * for any the CA signed")
+	fs.BoolVar(&cfg.ExtenderAnyClient, "insecure-extender-any-client", false, "INSECURE: serve the scheduler extender to any caller")
+	fs.StringVar(&cfg.CAFile, "tls-ca-file", "", "CA (PEM) of the serving certificate, published for the agents with --ca-configmap")
+	fs.StringVar(&cfg.CAConfigMap, "ca-configmap", "", "ConfigMap in --namespace kept holding --tls-ca-file as ca.crt, which the agents mount (never the serving Secret)")
+	fs.DurationVar(&cfg.SampleInterval, "agent-sample-interval", d.SampleInterval, "the agents' rightsizing.sampleInterval: a pod gives at most one sample per interval (bounds a node's weight in a merge)")
+	fs.DurationVar(&cfg.PodRetention, "pod-retention", 0, "how long a deleted pod still vouches for its node's reports of its workload (default 1h)")
 	fs.StringVar(&cfg.StaticTokens, "insecure-static-tokens", "", "LOAD TESTS ONLY: a token,node file replacing TokenReview")
 	fs.BoolVar(&cfg.Standalone, "standalone", false, "LOAD TESTS ONLY: run without an API server (needs --insecure-static-tokens)")
 	fs.Float64Var(&cfg.CheckpointBudget, "checkpoint-budget", 0, "WorkloadRecommendation writes per second (default 20)")
@@ -59,9 +70,17 @@ func parse(args []string, stderr io.Writer) (cfg aggregator.Config, debug, ok bo
 		fmt.Fprintf(stderr, "cgpilot-aggregator: unexpected arguments %q\n", fs.Args())
 		return cfg, false, false
 	}
-	if *users != "" {
-		cfg.AgentUsers = strings.Split(*users, ",")
+	list := func(v string) []string {
+		var out []string
+		for _, x := range strings.Split(v, ",") {
+			if x = strings.TrimSpace(x); x != "" {
+				out = append(out, x)
+			}
+		}
+		return out
 	}
+	cfg.AgentUsers, cfg.UserAudiences = list(*users), list(*userAud)
+	cfg.WebhookClientNames, cfg.ExtenderClientNames = list(*webhookNames), list(*extNames)
 	return cfg, debug, true
 }
 

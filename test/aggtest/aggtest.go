@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,4 +207,114 @@ func HTTPClient(ca []byte) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+// ClientTLS is a client CA and client certificates it signed, in files.
+type ClientTLS struct {
+	CAPEM  []byte
+	CAFile string
+	// Certs are the client certificates by subject CN: files and the
+	// pair for a tls.Config.
+	Certs map[string]ClientCert
+}
+
+// ClientCert is one client certificate.
+type ClientCert struct {
+	CertFile, KeyFile string
+	Pair              tls.Certificate
+}
+
+// ClientCerts writes a client CA and, per CN, a client certificate signed
+// by it (ExtKeyUsageClientAuth) into dir (client-ca.crt, client-<cn>.crt
+// and .key); the kube-apiserver and kube-scheduler of the tests present
+// them to the webhook and the extender.
+func ClientCerts(dir string, cns ...string) (*ClientTLS, error) {
+	now := time.Now().Add(-time.Hour)
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cgpilot-test-client-ca"},
+		NotBefore: now, NotAfter: now.Add(7 * 24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	out := &ClientTLS{CAPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), CAFile: filepath.Join(dir, "client-ca.crt"),
+		Certs: map[string]ClientCert{}}
+	if err := os.WriteFile(out.CAFile, out.CAPEM, 0o600); err != nil {
+		return nil, fmt.Errorf("aggtest: write %s: %w", out.CAFile, err)
+	}
+	for i, cn := range cns {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(int64(10 + i)), Subject: pkix.Name{CommonName: cn},
+			NotBefore: now, NotAfter: now.Add(7 * 24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			return nil, err
+		}
+		keyDER, err := x509.MarshalECPrivateKey(key)
+		if err != nil {
+			return nil, err
+		}
+		certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+		keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+		name := strings.NewReplacer(":", "-", "/", "-").Replace(cn)
+		c := ClientCert{CertFile: filepath.Join(dir, "client-"+name+".crt"), KeyFile: filepath.Join(dir, "client-"+name+".key")}
+		if c.Pair, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
+			return nil, err
+		}
+		for path, data := range map[string][]byte{c.CertFile: certPEM, c.KeyFile: keyPEM} {
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				return nil, fmt.Errorf("aggtest: write %s: %w", path, err)
+			}
+		}
+		out.Certs[cn] = c
+	}
+	return out, nil
+}
+
+// HTTPClientWithCert trusts ca and presents cert.
+func HTTPClientWithCert(ca []byte, cert tls.Certificate) *http.Client {
+	c := HTTPClient(ca)
+	c.Transport.(*http.Transport).TLSClientConfig.Certificates = []tls.Certificate{cert}
+	return c
+}
+
+// WebhookAuth writes what a kube-apiserver needs to present a client
+// certificate to admission webhooks (an AdmissionConfiguration whose
+// kubeconfig names cert for every webhook, "*") into dir, and returns its
+// --admission-control-config-file flag.
+func WebhookAuth(dir string, cert ClientCert) (string, error) {
+	kubeconfig := filepath.Join(dir, "webhook-kubeconfig.yaml")
+	admission := filepath.Join(dir, "admission-config.yaml")
+	kc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+users:
+  - name: "*"
+    user:
+      client-certificate: %s
+      client-key: %s
+`, cert.CertFile, cert.KeyFile)
+	ac := fmt.Sprintf(`apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+  - name: MutatingAdmissionWebhook
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: WebhookAdmissionConfiguration
+      kubeConfigFile: %s
+`, kubeconfig)
+	for path, data := range map[string]string{kubeconfig: kc, admission: ac} {
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			return "", fmt.Errorf("aggtest: write %s: %w", path, err)
+		}
+	}
+	return "--admission-control-config-file=" + admission, nil
 }

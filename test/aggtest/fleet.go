@@ -302,3 +302,31 @@ func (f *Fleet) Report(i int, windowEnd time.Time) *report.Report {
 	r.APIVersion, r.Agent, r.Sequence = report.APIVersion, f.agents[i], f.seq[i]
 	return r
 }
+
+// PodInfo is one pod of the fleet as the API server holds it: its
+// controller (a Deployment's pods a ReplicaSet of pod-template-hash
+// "fleet0") and labels.
+type PodInfo struct {
+	Namespace, Name      string
+	OwnerKind, OwnerName string
+	Labels               map[string]string
+}
+
+// fleetHash is the pod-template-hash of the fleet's Deployments' pods.
+const fleetHash = "fleet0"
+
+// Pods returns node i's pods: what the aggregator must see bound to the
+// node before it believes the node's reports of their workloads.
+func (f *Fleet) Pods(i int) []PodInfo {
+	var out []PodInfo
+	for _, p := range f.nodes[i] {
+		w := f.workloads[p.wl].w
+		pi := PodInfo{Namespace: w.Namespace, Name: p.name, OwnerKind: w.Kind, OwnerName: w.Name, Labels: map[string]string{"app": w.Name}}
+		if w.Kind == report.KindDeployment {
+			pi.OwnerKind, pi.OwnerName = report.KindReplicaSet, w.Name+"-"+fleetHash
+			pi.Labels["pod-template-hash"] = fleetHash
+		}
+		out = append(out, pi)
+	}
+	return out
+}

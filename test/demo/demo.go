@@ -82,6 +82,8 @@ type Result struct {
 	Resize                                       Resize
 	OOM                                          OOM
 	CtlRecs                                      string // cgpilotctl recs after the resize
+	// Dashboard is what the aggregator's steps saw.
+	Dashboard Dashboard
 	// AllowedWarnings are the Warning Events that were expected (the
 	// host's cgroup v1, the OOM kills the demo provokes), one line each.
 	AllowedWarnings []string
@@ -112,6 +114,7 @@ type run struct {
 
 type buildResult struct {
 	image, agent, ctl images.Cached
+	aggregator        images.Cached
 	took              time.Duration
 	err               error
 }
@@ -148,7 +151,7 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 		{"this host: root, 2 CPUs or more, no demo running; the agent image starts building", r.checkHost},
 		{"the test bed: etcd, kube-apiserver, controllers, containerd and a kubelet on 127.0.0.1", r.startCluster},
 		{"the agent image and cgpilotctl, cached by the hash of their inputs", r.images},
-		{"deploy the agent: kubectl apply -k (deploy/kustomize with the test bed's changes)", r.deployAgent},
+		{"deploy the agent and the aggregator: kubectl apply -k (deploy/kustomize and its aggregator component, with the test bed's changes)", r.deployAgent},
 		{"workloads in namespace " + Namespace + ": CPU pools, a web Deployment under an InPlace RightsizePolicy, a memory hog", r.startWorkloads},
 		{"CPU pools: the exclusive pod pinned, the shared pods moved off its CPU", r.showPools},
 		{"in-place change 1: kubectl annotate pod -n " + Namespace + " " + ExclusivePod + " " + annoRelease + "=true", r.release},
@@ -158,6 +161,8 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 		{"right-sizing: the web pod's requests lowered in place, no restart", r.showResize},
 		{"OOM: the memory hog's limit raised at its kill, no restart loop", r.showOOM},
 		{"Events: no Warning", r.checkEvents},
+		{"the aggregator: the agent's reports taken, authenticated by its token", r.showAggregator},
+		{"the dashboard as a user of this cluster reaches it: refused without a token, read with a viewer's", r.showDashboard},
 	}
 	for i, s := range steps {
 		fmt.Fprintf(r.out, "\n==> step %d/%d: %s\n", i+1, len(steps), s.name)
@@ -216,6 +221,9 @@ func (r *run) checkHost(ctx context.Context) error {
 		if b.err == nil {
 			b.ctl, b.err = images.CachedBinary(ctx, "github.com/cgpilot/cgpilot/cmd/cgpilotctl", r.cacheDir)
 		}
+		if b.err == nil {
+			b.aggregator, b.err = r.buildAggregator(ctx)
+		}
 		b.took = time.Since(tb)
 		r.built <- b
 	}()
@@ -223,7 +231,13 @@ func (r *run) checkHost(ctx context.Context) error {
 }
 
 func (r *run) startCluster(ctx context.Context) error {
-	cp, err := harness.StartControlPlane(ctx, harness.Options{BinDir: r.o.BinDir, Dir: r.o.Dir, Controllers: true, Detach: true, Logf: r.logf})
+	webhookAuth, err := r.apiServerWebhookAuth()
+	if err != nil {
+		<-r.built
+		return err
+	}
+	cp, err := harness.StartControlPlane(ctx, harness.Options{BinDir: r.o.BinDir, Dir: r.o.Dir, Controllers: true, Detach: true, Logf: r.logf,
+		ExtraFlags: map[string][]string{"kube-apiserver": webhookAuth}})
 	if err != nil {
 		<-r.built
 		return err
@@ -266,7 +280,7 @@ func (r *run) images(ctx context.Context) error {
 	for _, c := range []struct {
 		what string
 		c    images.Cached
-	}{{"agent image " + AgentImage, r.build.image}, {"cgpilotctl", r.build.ctl}} {
+	}{{"agent image " + AgentImage, r.build.image}, {"cgpilotctl", r.build.ctl}, {"aggregator image " + AggregatorImage, r.build.aggregator}} {
 		if c.c.Built {
 			r.logf("%s built (inputs %s)", c.what, c.c.Hash)
 		} else {
@@ -276,6 +290,9 @@ func (r *run) images(ctx context.Context) error {
 	r.logf("ready %v after the start of the build", round(r.build.took))
 	if err := r.node.ImportImage(ctx, r.build.image.Path); err != nil {
 		return fmt.Errorf("%w: import agent image: %v", ErrDemo, err)
+	}
+	if err := r.node.ImportImage(ctx, r.build.aggregator.Path); err != nil {
+		return fmt.Errorf("%w: import aggregator image: %v", ErrDemo, err)
 	}
 	r.logf("imported into the node's containerd (ctr images import): no registry")
 	r.res.Cgpilotctl = filepath.Join(r.o.Dir, "bin", "cgpilotctl")
@@ -295,6 +312,9 @@ func (r *run) deployAgent(ctx context.Context) error {
 	}
 	r.bed = deploy.TestBed{Image: AgentImage, APIHost: u.Hostname(), APIPort: u.Port(), HealthPort: healthPort,
 		KubeletDir: r.node.KubeletRootDir(), StateDir: filepath.Join(r.o.Dir, "agent"), SampleInterval: sampleInterval}
+	if r.bed.Aggregator, err = r.aggregatorBed(); err != nil {
+		return err
+	}
 	r.res.Socket = r.bed.Socket()
 	r.res.Overlay = filepath.Join(r.o.Dir, "deploy")
 	if err := r.bed.WriteOverlay(r.res.Overlay, r.o.RepoRoot); err != nil {
@@ -347,6 +367,13 @@ func (r *run) summary() {
 	r.logf("web pod created -> resized in place %v (minHistory %v, step %v); memory hog created -> limit raised %v",
 		round(t.ResizeAfter), WebMinHistory, webStep, round(t.OOMRaised))
 	r.logf("demo start -> first in-place resize %v; demo up %v", round(t.FirstResize), round(t.Total))
+	if d := r.res.Dashboard; d.URL != "" {
+		fmt.Fprintf(r.out, "\nThe aggregator's dashboard: %s/ with a token of\n  %s --kubeconfig %s create token cgpilot-dashboard -n %s --audience=cgpilot-aggregator\n",
+			d.URL, filepath.Join(r.o.BinDir, "kubectl"), r.res.Kubeconfig, deploy.Namespace)
+		if d.Screenshot != "" {
+			fmt.Fprintf(r.out, "  (a screenshot: %s)\n", d.Screenshot)
+		}
+	}
 	fmt.Fprintf(r.out, `
 The cluster keeps running:
   export KUBECONFIG=%s

@@ -3,15 +3,18 @@
 // containerd and a kubelet), shown step by step, each step a function of
 // its own that prints "step i/N" and its time:
 //
-//  1. checkHost: root, 2 CPUs, no demo running; the agent image and
-//     cgpilotctl start building (test/images, cached by the hash of their
-//     inputs) while
+//  1. checkHost: root, 2 CPUs, no demo running; the agent image,
+//     cgpilotctl and the aggregator image start building (test/images,
+//     cached by the hash of their inputs) while
 //  2. startCluster starts the test bed;
 //  3. images imports the image into the node's containerd (no registry);
-//  4. deployAgent writes a kustomize overlay of deploy/kustomize with the
-//     test bed's few changes (test/deploy.TestBed, each printed with its
-//     reason) and runs `kubectl apply -k` on it: the DaemonSet controller
-//     and the scheduler place the agent, under the admission policy;
+//  4. deployAgent writes a kustomize overlay of deploy/kustomize and its
+//     aggregator component with the test bed's few changes
+//     (test/deploy.TestBed and AggregatorBed, each printed with its
+//     reason; a serving certificate the demo makes, no cert-manager) and
+//     runs `kubectl apply -k` on it: the DaemonSet controller and the
+//     scheduler place the agent, under the admission policy, and the
+//     aggregator;
 //  5. startWorkloads creates an exclusive-core pod, busy shared pods, and
 //     (kubectl apply -f) a web-like Deployment that asks for far more than
 //     it uses under an InPlace RightsizePolicy with short windows, and a
@@ -29,7 +32,15 @@
 //     loop, through kubectl logs and cgpilotctl explain;
 //  13. checkEvents: no Warning Event in any namespace besides the expected
 //     ones (expectedWarnings: the kubelet's cgroup v1 notice and the hog's
-//     OOM kills), else the demo fails naming each.
+//     OOM kills), else the demo fails naming each;
+//  14. showAggregator: the agent's reports taken by the aggregator
+//     (TokenReview of its projected token), cgpilotctl report;
+//  15. showDashboard: the dashboard as a user reaches it: the JSON API and
+//     /metrics refuse a request without a token (401); a ServiceAccount
+//     bound to cgpilot-dashboard-viewer and its token read the summary;
+//     the page drawn in headless Chromium and its screenshot saved
+//     (aggregator.go; the API server presents its client certificate to
+//     the webhook, as kubeadm's can).
 //
 // The cluster stays up; Down deletes the agent DaemonSet (so nothing
 // re-creates its pod) and runs harness.Teardown. Up returns a Result with
@@ -39,7 +50,8 @@
 // Error contract: errors wrap ErrDemo and name the step, the object or file
 // and, for a failed agent, the tail of its container log. A failed Up tears
 // down everything it started. It imports harness, images, deploy, cgroup
-// (to resolve cgroup directories) and the API packages (the policy and
-// annotation types), and never the agent package: it sees the agent only
-// through the API server, the cgroup files and cgpilotctl.
+// (to resolve cgroup directories), aggtest (the aggregator's certificate)
+// and the API packages (the policy and annotation types), and never the
+// agent package: it sees the agent only through the API server, the
+// cgroup files and cgpilotctl.
 package demo

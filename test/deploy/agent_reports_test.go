@@ -42,9 +42,11 @@ const (
 //   - the report period is the aggregator's --report-period;
 //   - the token is projected alone, for auth.Audience, for 10 min to an
 //     hour;
-//   - the CA volume is the aggregator's serving Secret, only its ca.crt,
-//     optional; nothing else of the agent's pod reads any Secret (so never
-//     tls.key);
+//   - the CA volume is the ConfigMap the aggregator publishes its CA in
+//     (--ca-configmap, from --tls-ca-file in its serving Secret), only its
+//     ca.crt, optional; nothing of the agent's pod reads any Secret (issue
+//     19: a Secret volume has the kubelet fetch the whole Secret, tls.key
+//     included, onto every node, even when only ca.crt is mounted);
 //   - both are mounted read-only where the flags point;
 //   - a hostNetwork agent resolves the Service (ClusterFirstWithHostNet).
 func agentReportProblems(objs []*unstructured.Unstructured) []string {
@@ -149,34 +151,40 @@ func agentReportProblems(objs []*unstructured.Unstructured) []string {
 			bad("the Certificate issues Secret %q, the aggregator serves %q", name, tlsSecret)
 		}
 	}
+	// The aggregator publishes the CA of its Secret in its ConfigMap.
+	aggMounts := map[string]string{}
+	for _, m := range agg.Spec.Template.Spec.Containers[0].VolumeMounts {
+		aggMounts[m.Name] = m.MountPath
+	}
+	if caFile := aggFlags["--tls-ca-file"]; caFile != filepath.Join(aggMounts["tls"], "ca.crt") || aggFlags["--ca-configmap"] == "" {
+		bad("the aggregator publishes %q (--tls-ca-file) in ConfigMap %q (--ca-configmap): want ca.crt of its serving Secret, and a ConfigMap",
+			caFile, aggFlags["--ca-configmap"])
+	}
 	ca, ok := volumeOf("--aggregator-ca-file")
 	if ok {
 		want := []corev1.KeyToPath{{Key: "ca.crt", Path: filepath.Base(got["--aggregator-ca-file"])}}
-		if ca.Secret == nil || ca.Secret.SecretName != tlsSecret || ca.Secret.Optional == nil || !*ca.Secret.Optional ||
-			!slices.Equal(ca.Secret.Items, want) {
-			bad("CA volume %+v: want only ca.crt of the aggregator's Secret %q, optional", ca, tlsSecret)
+		if ca.ConfigMap == nil || ca.ConfigMap.Name != aggFlags["--ca-configmap"] || ca.ConfigMap.Optional == nil || !*ca.ConfigMap.Optional ||
+			!slices.Equal(ca.ConfigMap.Items, want) {
+			bad("CA volume %+v: want only ca.crt of the ConfigMap the aggregator publishes (%q), optional", ca, aggFlags["--ca-configmap"])
 		}
 	}
 	for _, v := range spec.Volumes {
-		if v.Name == ca.Name {
-			continue
-		}
 		reads := v.Secret != nil
 		if v.Projected != nil {
 			reads = reads || slices.ContainsFunc(v.Projected.Sources, func(s corev1.VolumeProjection) bool { return s.Secret != nil })
 		}
 		if reads {
-			bad("volume %s reads a Secret: the CA volume is the agent's only one", v.Name)
+			bad("volume %s reads a Secret: the kubelet fetches a Secret whole onto every node (the aggregator's %s holds its key)", v.Name, tlsSecret)
 		}
 	}
 	for _, e := range c.EnvFrom {
 		if e.SecretRef != nil {
-			bad("envFrom Secret %s: the CA volume is the agent's only Secret", e.SecretRef.Name)
+			bad("envFrom Secret %s: the agent reads no Secret", e.SecretRef.Name)
 		}
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-			bad("env %s from Secret %s: the CA volume is the agent's only Secret", e.Name, e.ValueFrom.SecretKeyRef.Name)
+			bad("env %s from Secret %s: the agent reads no Secret", e.Name, e.ValueFrom.SecretKeyRef.Name)
 		}
 	}
 	return p
@@ -233,12 +241,14 @@ func TestAgentReportProblemsCatchMistakes(t *testing.T) {
 		t.Fatalf("no flag %s", flag)
 	}
 	for name, mutate := range map[string]func(*appsv1.DaemonSet){
-		"tls.key in the CA volume": func(ds *appsv1.DaemonSet) {
-			v := vol(ds, "aggregator-ca")
-			v.Secret.Items = append(v.Secret.Items, corev1.KeyToPath{Key: "tls.key", Path: "tls.key"})
+		"the CA from the serving Secret (issue 19)": func(ds *appsv1.DaemonSet) {
+			yes := true
+			vol(ds, "aggregator-ca").VolumeSource = corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "cgpilot-aggregator-tls",
+				Optional: &yes, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}}
 		},
-		"the whole Secret": func(ds *appsv1.DaemonSet) { vol(ds, "aggregator-ca").Secret.Items = nil },
-		"CA required":      func(ds *appsv1.DaemonSet) { vol(ds, "aggregator-ca").Secret.Optional = nil },
+		"the whole ConfigMap": func(ds *appsv1.DaemonSet) { vol(ds, "aggregator-ca").ConfigMap.Items = nil },
+		"CA required":         func(ds *appsv1.DaemonSet) { vol(ds, "aggregator-ca").ConfigMap.Optional = nil },
+		"another ConfigMap":   func(ds *appsv1.DaemonSet) { vol(ds, "aggregator-ca").ConfigMap.Name = "kube-root-ca.crt" },
 		"another Secret": func(ds *appsv1.DaemonSet) {
 			ds.Spec.Template.Spec.Volumes = append(ds.Spec.Template.Spec.Volumes, corev1.Volume{Name: "x",
 				VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
@@ -298,8 +308,9 @@ func TestAgentReportProblemsCatchMistakes(t *testing.T) {
 
 // TestHelmAgentReportsInItsNamespace: installed elsewhere, with its own
 // Secret name and period, the chart points the agents at the Service of
-// the release namespace and at that Secret, at the aggregator's period
-// (and all of agentReportProblems holds there too).
+// the release namespace, at the CA the aggregator publishes from that
+// Secret, at the aggregator's period (and all of agentReportProblems holds
+// there too).
 func TestHelmAgentReportsInItsNamespace(t *testing.T) {
 	helm := helmBinary(t)
 	b, err := Helm(context.Background(), helm, repoRoot(t), "ops", map[string]any{"aggregator": map[string]any{"enabled": true, "tlsSecretName": "my-tls", "reportPeriod": "30s"}})
@@ -318,8 +329,13 @@ func TestHelmAgentReportsInItsNamespace(t *testing.T) {
 	if got["--aggregator-url"] != "https://cgpilot-aggregator.ops.svc" || got["--aggregator-report-period"] != "30s" {
 		t.Errorf("flags %v: want the Service in ops and the period of the values", got)
 	}
-	if !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == "my-tls" }) {
-		t.Errorf("no volume of Secret my-tls in %+v", spec.Volumes)
+	agg := Find(objs, "Deployment", "cgpilot-aggregator")
+	vols, _, _ := unstructured.NestedSlice(agg.Object, "spec", "template", "spec", "volumes")
+	if !slices.ContainsFunc(vols, func(v any) bool {
+		name, _, _ := unstructured.NestedString(v.(map[string]any), "secret", "secretName")
+		return name == "my-tls"
+	}) {
+		t.Errorf("the aggregator does not serve Secret my-tls: %v", vols)
 	}
 }
 

@@ -4,6 +4,7 @@ package deploy
 
 import (
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -32,6 +33,8 @@ func TestAggregatorComponent(t *testing.T) {
 	sort.Strings(added)
 	want := []string{
 		"ClusterRole.rbac.authorization.k8s.io/cgpilot-aggregator",
+		"ClusterRole.rbac.authorization.k8s.io/cgpilot-dashboard-viewer",
+		"ClusterRole.rbac.authorization.k8s.io/cgpilot-workloadrecommendations-view",
 		"ClusterRoleBinding.rbac.authorization.k8s.io/cgpilot-aggregator",
 		"Certificate.cert-manager.io/cgpilot-system/cgpilot-aggregator",
 		"Deployment.apps/cgpilot-system/cgpilot-aggregator",
@@ -151,8 +154,12 @@ func TestAggregatorLeastPrivilege(t *testing.T) {
 	cr := typed(t, Find(objs, "ClusterRole", "cgpilot-aggregator"), &rbacv1.ClusterRole{})
 	want := strings.Join([]string{
 		"/namespaces: get,list,watch",
-		"/nodes: patch",
+		"/nodes: get,list,patch,watch",
+		"/pods: list,watch",
+		"/resourcequotas: list,watch",
+		"apps/replicasets: get",
 		"authentication.k8s.io/tokenreviews: create",
+		"authorization.k8s.io/subjectaccessreviews: create",
 		"batch/jobs: get",
 		"cgpilot.io/rightsizepolicies: get,list,watch",
 		"cgpilot.io/workloadrecommendations: create,delete,get,list,patch,update,watch",
@@ -162,7 +169,23 @@ func TestAggregatorLeastPrivilege(t *testing.T) {
 		t.Errorf("ClusterRole:\n%s\nwant:\n%s", got, want)
 	}
 	role := typed(t, Find(objs, "Role", "cgpilot-aggregator"), &rbacv1.Role{})
-	if got := rules(role.Rules); got != "coordination.k8s.io/leases: create,get,update" {
+	if got := rules(role.Rules); got != "/configmaps: create\n/configmaps: get,update\ncoordination.k8s.io/leases: create,get,update" {
 		t.Errorf("Role: %s", got)
+	}
+	// Only the CA ConfigMap by name: create cannot be confined to a name.
+	for _, r := range role.Rules {
+		if slices.Contains(r.Resources, "configmaps") && !slices.Equal(r.Verbs, []string{"create"}) && !slices.Equal(r.ResourceNames, []string{"cgpilot-aggregator-ca"}) {
+			t.Errorf("the aggregator may %v configmaps %v", r.Verbs, r.ResourceNames)
+		}
+	}
+	// The dashboard's readers: read-only.
+	for _, name := range []string{"cgpilot-dashboard-viewer", "cgpilot-workloadrecommendations-view"} {
+		for _, r := range typed(t, Find(objs, "ClusterRole", name), &rbacv1.ClusterRole{}).Rules {
+			for _, v := range r.Verbs {
+				if v != "get" && v != "list" && v != "watch" {
+					t.Errorf("ClusterRole %s may %s %v%v", name, v, r.Resources, r.NonResourceURLs)
+				}
+			}
+		}
 	}
 }

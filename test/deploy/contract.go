@@ -9,8 +9,18 @@ var AggregatorFlags = map[string]string{
 	"--http-addr":            ":8080",
 	"--tls-cert-file":        "/etc/cgpilot-aggregator/tls/tls.crt",
 	"--tls-private-key-file": "/etc/cgpilot-aggregator/tls/tls.key",
-	"--report-period":        "1m",
-	"--hot-watermark":        "0.8",
+	// The CA the agents verify the aggregator with, published in a
+	// ConfigMap: they never mount the serving Secret.
+	"--tls-ca-file":  "/etc/cgpilot-aggregator/tls/ca.crt",
+	"--ca-configmap": "cgpilot-aggregator-ca",
+	// The webhook's and the extender's callers: client certificates of
+	// this CA (ConfigMap cgpilot-aggregator-client-ca).
+	"--webhook-client-ca-file":  "/etc/cgpilot-aggregator/client-ca/ca.crt",
+	"--extender-client-ca-file": "/etc/cgpilot-aggregator/client-ca/ca.crt",
+	"--report-period":           "1m",
+	// The agents' rightsizing.sampleInterval.
+	"--agent-sample-interval": "10s",
+	"--hot-watermark":         "0.8",
 }
 
 // AgentAggregatorFlags are the flags the aggregator component adds to the

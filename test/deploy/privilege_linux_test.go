@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -27,7 +28,9 @@ const (
 	podA, podB   = "a1", "b1" // workload pods on node-a and node-b
 	agentPod     = "agent"    // stands in for the agent's DaemonSet pod on node-a
 	nodeNameKey  = "authentication.kubernetes.io/node-name"
-	policyDenied = "ValidatingAdmissionPolicy 'cgpilot-agent'"
+	// Either of the agent's policies (cgpilot-agent, -policy-status).
+	policyDenied = "ValidatingAdmissionPolicy 'cgpilot-agent"
+	policyName   = "web-policy" // a RightsizePolicy whose status the agents write
 )
 
 // privOp is one write the agent's identity may or may not make. value
@@ -74,6 +77,46 @@ func cpuFor(v string) string {
 
 func annotate(key, v string) string {
 	return fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, v)
+}
+
+// matchedFor turns a phase value into a distinct count.
+func matchedFor(v string) int {
+	return map[string]int{"p1": 11, "p2": 12, "admin": 13}[v]
+}
+
+// applyPolicyStatus writes node's entry of the policy's status.nodes by
+// server-side apply as that node's agent does (its own field manager).
+func applyPolicyStatus(ctx context.Context, cs kubernetes.Interface, node, v string) error {
+	body := fmt.Sprintf(`{"apiVersion":"cgpilot.io/v1alpha1","kind":"RightsizePolicy","metadata":{"name":%q},`+
+		`"status":{"nodes":[{"node":%q,"matchedPods":%d,"adjustedPods":0,"observedGeneration":1,"lastUpdateTime":"2026-11-23T12:00:00Z"}]}}`,
+		policyName, node, matchedFor(v))
+	return cs.CoreV1().RESTClient().Patch(types.ApplyPatchType).AbsPath("/apis/cgpilot.io/v1alpha1/rightsizepolicies", policyName, "status").
+		Param("fieldManager", "cgpilot-agent/"+node).Param("force", "true").Body([]byte(body)).Do(ctx).Error()
+}
+
+// policyNodeEntry reads node's matchedPods of the policy's status.
+func policyNodeEntry(ctx context.Context, admin kubernetes.Interface, node string) (int, error) {
+	raw, err := admin.CoreV1().RESTClient().Get().AbsPath("/apis/cgpilot.io/v1alpha1/rightsizepolicies", policyName).DoRaw(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var pol struct {
+		Status struct {
+			Nodes []struct {
+				Node        string `json:"node"`
+				MatchedPods int    `json:"matchedPods"`
+			} `json:"nodes"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(raw, &pol); err != nil {
+		return 0, err
+	}
+	for _, e := range pol.Status.Nodes {
+		if e.Node == node {
+			return e.MatchedPods, nil
+		}
+	}
+	return -1, nil
 }
 
 func resizeBody(v string) string {
@@ -170,6 +213,23 @@ var privOps = []privOp{
 			n, err := node(ctx, a, nodeA)
 			return err == nil && n.Labels["evil"] == v, err
 		}},
+	{name: "its own entry of a RightsizePolicy's status",
+		do: func(ctx context.Context, cs kubernetes.Interface, v string) error {
+			return applyPolicyStatus(ctx, cs, nodeA, v)
+		},
+		landed: func(ctx context.Context, a kubernetes.Interface, v string) (bool, error) {
+			n, err := policyNodeEntry(ctx, a, nodeA)
+			return err == nil && n == matchedFor(v), err
+		}},
+	// Issue 19: one node could overwrite every node's entries.
+	{name: "node-b's entry of a RightsizePolicy's status", refused: true,
+		do: func(ctx context.Context, cs kubernetes.Interface, v string) error {
+			return applyPolicyStatus(ctx, cs, nodeB, v)
+		},
+		landed: func(ctx context.Context, a kubernetes.Interface, v string) (bool, error) {
+			n, err := policyNodeEntry(ctx, a, nodeB)
+			return err == nil && n == matchedFor(v), err
+		}},
 	{name: "status of its node's pod", refused: true, rbac: true,
 		do: func(ctx context.Context, cs kubernetes.Interface, v string) error {
 			return mergePatch(ctx, cs, false, workNS, podA, "status", fmt.Sprintf(`{"status":{"message":%q}}`, v))
@@ -181,13 +241,14 @@ var privOps = []privOp{
 }
 
 // TestAgentIdentityConfinedToItsNode is issue 11's least-privilege proof
-// on the real API server: with the RBAC and admission policy of the
+// on the real API server: with the RBAC and admission policies of the
 // kustomize base, a service-account token bound to a pod on node-a (as the
 // kubelet projects into the agent's pod) may write only its node's pods'
-// cgpilot.io/* annotations, their pods/resize, and node-a's cgpilot.io/*
-// annotations. Each refusal is shown to be the policy's doing: the same
-// write succeeds for the agent before the policy is installed, and for an
-// admin after.
+// cgpilot.io/* annotations, their pods/resize, node-a's cgpilot.io/*
+// annotations and node-a's entry of a RightsizePolicy's status (issue
+// 19). Each refusal is shown to be the policy's doing: the same write
+// succeeds for the agent before the policy is installed, and for an admin
+// after.
 func TestAgentIdentityConfinedToItsNode(t *testing.T) {
 	bins := tier.E2E(t)
 	cp := harness.MustStart(t, bins, harness.Options{})
@@ -205,8 +266,8 @@ func TestAgentIdentityConfinedToItsNode(t *testing.T) {
 			base = append(base, o)
 		}
 	}
-	if len(policy) != 2 {
-		t.Fatalf("the base renders %d admission policy objects, want the policy and its binding", len(policy))
+	if len(policy) != 4 {
+		t.Fatalf("the base renders %d admission policy objects, want the two policies and their bindings", len(policy))
 	}
 	if err := Apply(ctx, cp.Config, base, ApplyOptions{FieldManager: "cgpilot-test"}); err != nil {
 		t.Fatal(err)
@@ -219,6 +280,15 @@ func TestAgentIdentityConfinedToItsNode(t *testing.T) {
 	}
 	createPod(ctx, t, admin, workNS, podA, nodeA, "")
 	createPod(ctx, t, admin, workNS, podB, nodeB, "")
+	// A policy whose status node-b's agent wrote.
+	if err := admin.CoreV1().RESTClient().Post().AbsPath("/apis/cgpilot.io/v1alpha1/rightsizepolicies").
+		Body([]byte(`{"apiVersion":"cgpilot.io/v1alpha1","kind":"RightsizePolicy","metadata":{"name":"` + policyName + `"},"spec":{"mode":"DryRun"}}`)).
+		Do(ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyPolicyStatus(ctx, admin, nodeB, "p1"); err != nil {
+		t.Fatal(err)
+	}
 	ap := createPod(ctx, t, admin, Namespace, agentPod, nodeA, "cgpilot-agent")
 
 	// The token the kubelet would project into the agent's pod: bound to it.
@@ -254,18 +324,21 @@ func TestAgentIdentityConfinedToItsNode(t *testing.T) {
 	if err := Apply(ctx, cp.Config, policy, ApplyOptions{FieldManager: "cgpilot-test"}); err != nil {
 		t.Fatal(err)
 	}
-	// The policy takes effect once the API server's policy informer has it.
-	probe := opNamed(t, "label patch of its node's pod")
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; ; i++ {
-		err := probe.do(ctx, agent, fmt.Sprintf("probe%d", i))
-		if err != nil && strings.Contains(err.Error(), policyDenied) {
-			break
+	// The policies take effect once the API server's policy informer has
+	// them.
+	for _, name := range []string{"label patch of its node's pod", "node-b's entry of a RightsizePolicy's status"} {
+		probe := opNamed(t, name)
+		deadline := time.Now().Add(30 * time.Second)
+		for i := 0; ; i++ {
+			err := probe.do(ctx, agent, fmt.Sprintf("probe%d", i))
+			if err != nil && strings.Contains(err.Error(), policyDenied) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the admission policy was not enforced within 30 s: %s: %v", probe.name, err)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the admission policy was not enforced within 30 s: %s: %v", probe.name, err)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 
 	// Phase 2, with the policy.

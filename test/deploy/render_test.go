@@ -78,7 +78,9 @@ func TestKustomizeBaseObjects(t *testing.T) {
 		"ClusterRoleBinding.rbac.authorization.k8s.io/cgpilot-agent",
 		"ConfigMap/cgpilot-system/cgpilot-agent",
 		"ValidatingAdmissionPolicy.admissionregistration.k8s.io/cgpilot-agent",
+		"ValidatingAdmissionPolicy.admissionregistration.k8s.io/cgpilot-agent-policy-status",
 		"ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io/cgpilot-agent",
+		"ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io/cgpilot-agent-policy-status",
 		"DaemonSet.apps/cgpilot-system/cgpilot-agent",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

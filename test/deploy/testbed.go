@@ -38,6 +38,9 @@ type TestBed struct {
 	// SampleInterval, when set, replaces the config's
 	// rightsizing.sampleInterval (the demo's short right-sizing windows).
 	SampleInterval time.Duration
+	// Aggregator, when set, adds the aggregator component with the test
+	// bed's changes (AggregatorBed); the overlay only (not HelmValues).
+	Aggregator *AggregatorBed
 }
 
 // HostPaths maps the base's host paths to where the test bed puts them.
@@ -63,6 +66,9 @@ func (b TestBed) validate() error {
 		return fmt.Errorf("%w: test bed health port %d", ErrRender, b.HealthPort)
 	case !filepath.IsAbs(b.KubeletDir) || !filepath.IsAbs(b.StateDir):
 		return fmt.Errorf("%w: test bed directories %q, %q: want absolute paths", ErrRender, b.KubeletDir, b.StateDir)
+	}
+	if b.Aggregator != nil {
+		return b.Aggregator.validate()
 	}
 	return nil
 }
@@ -93,6 +99,9 @@ func (b TestBed) Notes() []string {
 	if b.SampleInterval > 0 {
 		n = append(n, "config rightsizing.sampleInterval "+b.SampleInterval.String()+" instead of 10s: the demo's policies decide every few seconds")
 	}
+	if b.Aggregator != nil {
+		n = append(n, b.Aggregator.notes()...)
+	}
 	return n
 }
 
@@ -100,6 +109,9 @@ func (b TestBed) Notes() []string {
 func (b TestBed) HelmValues() (map[string]any, error) {
 	if err := b.validate(); err != nil {
 		return nil, err
+	}
+	if b.Aggregator != nil {
+		return nil, fmt.Errorf("%w: the test bed's aggregator is rendered as a kustomize overlay only", ErrRender)
 	}
 	repo, tag := b.imageParts()
 	p := b.HostPaths()
@@ -132,7 +144,11 @@ func (b TestBed) WriteOverlay(dir, root string) error {
 	if err := b.validate(); err != nil {
 		return err
 	}
-	rendered, err := Kustomize(root)
+	var components []string
+	if b.Aggregator != nil {
+		components = append(components, ComponentAggregator)
+	}
+	rendered, err := Kustomize(root, components...)
 	if err != nil {
 		return err
 	}
@@ -154,8 +170,13 @@ func (b TestBed) WriteOverlay(dir, root string) error {
 	var args []string
 	found := false
 	for _, a := range baseArgs {
-		if strings.HasPrefix(a, "--health-addr=") {
+		switch {
+		case strings.HasPrefix(a, "--health-addr="):
 			a, found = "--health-addr=127.0.0.1:"+strconv.Itoa(b.HealthPort), true
+		case b.Aggregator != nil && strings.HasPrefix(a, "--aggregator-url="):
+			a = "--aggregator-url=" + b.Aggregator.URL()
+		case b.Aggregator != nil && strings.HasPrefix(a, "--aggregator-report-period="):
+			a = "--aggregator-report-period=" + b.Aggregator.ReportPeriod.String()
 		}
 		args = append(args, a)
 	}
@@ -217,6 +238,36 @@ func (b TestBed) WriteOverlay(dir, root string) error {
 			"data":     map[string]any{"config.yaml": string(out)},
 		})
 	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrRender, err)
+	}
+	if err := os.MkdirAll(absDir, 0o755); err != nil {
+		return fmt.Errorf("%w: %v", ErrRender, err)
+	}
+	var extra, webhookPatch, generators string
+	if a := b.Aggregator; a != nil {
+		agg := Find(objs, "Deployment", aggregatorName)
+		if agg == nil {
+			return fmt.Errorf("%w: the aggregator component renders no Deployment %s", ErrRender, aggregatorName)
+		}
+		actrs, _, _ := unstructured.NestedSlice(agg.Object, "spec", "template", "spec", "containers")
+		if len(actrs) != 1 {
+			return fmt.Errorf("%w: deployment %s: want 1 container", ErrRender, aggregatorName)
+		}
+		ac, _ := actrs[0].(map[string]any)
+		aggArgs, _, _ := unstructured.NestedStringSlice(ac, "args")
+		aggImage, _, _ := unstructured.NestedString(ac, "image")
+		aggDocs, wp, gens, err := a.aggregatorOverlay(absDir, aggArgs)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, aggDocs...)
+		webhookPatch, generators = wp, gens
+		aggRepo, _ := TestBed{Image: aggImage}.imageParts()
+		newRepo, newTag := TestBed{Image: a.Image}.imageParts()
+		extra = fmt.Sprintf("  - name: %s\n    newName: %s\n    newTag: %q\n", aggRepo, newRepo, newTag)
+	}
 	var patch strings.Builder
 	patch.WriteString("# The test bed's changes to deploy/kustomize (test/deploy.TestBed).\n")
 	for _, d := range docs {
@@ -226,10 +277,6 @@ func (b TestBed) WriteOverlay(dir, root string) error {
 		}
 		patch.WriteString("---\n")
 		patch.Write(y)
-	}
-	absDir, err := filepath.Abs(dir)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrRender, err)
 	}
 	// kustomize takes a base only by a relative path.
 	base, err := filepath.Rel(absDir, filepath.Join(root, "deploy", "kustomize"))
@@ -247,13 +294,21 @@ images:
   - name: %s
     newName: %s
     newTag: %q
-patches:
+%spatches:
   - path: %s
-`, absDir, base, baseRepo, repo, tag, OverlayPatch)
-	if err := os.MkdirAll(absDir, 0o755); err != nil {
-		return fmt.Errorf("%w: %v", ErrRender, err)
+`, absDir, base, baseRepo, repo, tag, extra, OverlayPatch)
+	files := map[string]string{OverlayPatch: patch.String()}
+	if b.Aggregator != nil {
+		component, err := filepath.Rel(absDir, filepath.Join(root, "deploy", "kustomize", "components", ComponentAggregator))
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrRender, err)
+		}
+		k += fmt.Sprintf("  - path: %s\n    target: {group: admissionregistration.k8s.io, version: v1, kind: MutatingWebhookConfiguration, name: %s}\ncomponents:\n  - %s\n%s",
+			webhookPatchFile, aggregatorName, component, generators)
+		files[webhookPatchFile] = webhookPatch
 	}
-	for name, content := range map[string]string{"kustomization.yaml": k, OverlayPatch: patch.String()} {
+	files["kustomization.yaml"] = k
+	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(absDir, name), []byte(content), 0o644); err != nil {
 			return fmt.Errorf("%w: %v", ErrRender, err)
 		}
@@ -261,8 +316,12 @@ patches:
 	return nil
 }
 
-// OverlayPatch is the file of WriteOverlay's patches.
-const OverlayPatch = "testbed-patch.yaml"
+// OverlayPatch is the file of WriteOverlay's patches; webhookPatchFile
+// its JSON patch of the aggregator's webhook.
+const (
+	OverlayPatch     = "testbed-patch.yaml"
+	webhookPatchFile = "testbed-webhook-patch.yaml"
+)
 
 // AgentName names the agent's DaemonSet, ConfigMap and ServiceAccount.
 const AgentName = "cgpilot-agent"

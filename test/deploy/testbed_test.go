@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
 
@@ -161,5 +163,78 @@ func TestTestBedErrors(t *testing.T) {
 	}
 	if err := bed.WriteOverlay(t.TempDir(), t.TempDir()); !errors.Is(err, ErrRender) {
 		t.Errorf("no deploy/ in root: %v, want ErrRender", err)
+	}
+}
+
+// TestTestBedAggregatorOverlay: with the aggregator, the overlay renders
+// the component on the host network at the test bed's ports, with the
+// demo's certificate in the Secret cert-manager would write (and no
+// cert-manager object), the agents and the webhook pointed at it, and
+// still nothing of the agent's reads a Secret.
+func TestTestBedAggregatorOverlay(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"tls.crt", "tls.key", "ca.crt", "client-ca.crt"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := bed
+	b.Aggregator = &AggregatorBed{Image: "docker.io/local/cgpilot-aggregator:demo", SecurePort: 20443, HTTPPort: 20080,
+		CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), CAFile: filepath.Join(dir, "ca.crt"),
+		ClientCAFile: filepath.Join(dir, "client-ca.crt"), ReportPeriod: 10 * time.Second, SampleInterval: time.Second}
+	out := filepath.Join(t.TempDir(), "overlay")
+	if err := b.WriteOverlay(out, repoRoot(t)); err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := KustomizeDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Decode(rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"Certificate", "Issuer"} {
+		if Find(objs, k, aggregatorName) != nil {
+			t.Errorf("the overlay keeps the %s (no cert-manager on the test bed)", k)
+		}
+	}
+	if Find(objs, "Secret", aggregatorName+"-tls") == nil || Find(objs, "ConfigMap", aggregatorName+"-ca") == nil || Find(objs, "ConfigMap", aggregatorName+"-client-ca") == nil {
+		t.Error("the serving Secret, the agents' CA ConfigMap or the client CA ConfigMap is missing")
+	}
+	d := typed(t, Find(objs, "Deployment", aggregatorName), &appsv1.Deployment{})
+	c := d.Spec.Template.Spec.Containers[0]
+	got := flags(t, c.Args)
+	if !d.Spec.Template.Spec.HostNetwork || *d.Spec.Replicas != 1 || got["--secure-addr"] != "127.0.0.1:20443" || got["--http-addr"] != "127.0.0.1:20080" ||
+		got["--report-period"] != "10s" || got["--agent-sample-interval"] != "1s" || c.Image != "docker.io/local/cgpilot-aggregator:demo" ||
+		c.ImagePullPolicy != corev1.PullNever || len(c.Ports) != 2 || c.ReadinessProbe.HTTPGet.Host != "127.0.0.1" {
+		t.Errorf("aggregator: hostNetwork %v, replicas %d, flags %v, image %s %s, ports %v, probe %+v", d.Spec.Template.Spec.HostNetwork, *d.Spec.Replicas,
+			got, c.Image, c.ImagePullPolicy, c.Ports, c.ReadinessProbe.HTTPGet)
+	}
+	for name, v := range AggregatorFlags {
+		if _, ok := got[name]; !ok {
+			t.Errorf("the overlay drops the aggregator's flag %s=%s", name, v)
+		}
+	}
+	agent := flags(t, agentDaemonSet(t, objs).Spec.Template.Spec.Containers[0].Args)
+	if agent["--aggregator-url"] != "https://127.0.0.1:20443" || agent["--aggregator-report-period"] != "10s" {
+		t.Errorf("agent flags %v", agent)
+	}
+	wh := Find(objs, "MutatingWebhookConfiguration", aggregatorName)
+	whs, _, _ := unstructured.NestedSlice(wh.Object, "webhooks")
+	url, _, _ := unstructured.NestedString(whs[0].(map[string]any), "clientConfig", "url")
+	bundle, _, _ := unstructured.NestedString(whs[0].(map[string]any), "clientConfig", "caBundle")
+	if url != "https://127.0.0.1:20443/admission/mutate" || bundle == "" {
+		t.Errorf("webhook clientConfig url %q caBundle %q", url, bundle)
+	}
+	// What agentReportProblems checks but the test bed's URL (the Service
+	// does not route here) holds.
+	for _, p := range agentReportProblems(objs) {
+		if !strings.Contains(p, "--aggregator-url") {
+			t.Error(p)
+		}
+	}
+	if _, err := b.HelmValues(); err == nil {
+		t.Error("HelmValues rendered the aggregator it does not render")
 	}
 }

@@ -113,7 +113,9 @@ func TestNodeAgentReportsToAggregator(t *testing.T) {
 	start := func(identity string) *aggtest.Replica {
 		r := aggtest.Start(t, aggregator.Config{RESTConfig: b.cp.Config, Namespace: ns, Identity: identity, SecureAddr: addr,
 			CertFile: certs.CertFile, KeyFile: certs.KeyFile, Period: period, Grace: 2 * time.Second, Step: 10 * time.Second,
-			FoldInterval: time.Second, CheckpointInterval: 2 * time.Second, CheckpointMinAge: time.Second})
+			// The agent samples every second (startRightsizeNode).
+			SampleInterval: time.Second,
+			FoldInterval:   time.Second, CheckpointInterval: 2 * time.Second, CheckpointMinAge: time.Second})
 		aggtest.Wait(t, identity+" leading", time.Minute, r.IsLeader)
 		return r
 	}

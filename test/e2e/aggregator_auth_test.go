@@ -49,6 +49,7 @@ func TestAggregatorTokenReview(t *testing.T) {
 		}
 	}
 	fleet := aggtest.NewFleet(aggtest.FleetConfig{Nodes: 2, PodsPerNode: 10, Seed: 3})
+	createFleetPods(ctx, t, cs, fleet, 2)
 	// The agent's pods on their nodes (kubelet-less nodes: the API server
 	// only needs the objects to bind tokens to).
 	for i := range 2 {
@@ -164,7 +165,7 @@ func TestAggregatorTokenReview(t *testing.T) {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.status)
 		}
 	}
-	metrics := get(t, r.HTTPURL()+"/metrics")
+	metrics := metricsOf(t, r)
 	for _, want := range []string{
 		`cgpilot_aggregator_reports_total{result="unauthenticated"} 5`,
 		`cgpilot_aggregator_reports_total{result="forbidden"} 1`,
@@ -184,9 +185,12 @@ func TestAggregatorTokenReview(t *testing.T) {
 	}
 }
 
+// get reads url as viewerToken.
 func get(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+viewerToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

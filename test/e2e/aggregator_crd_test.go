@@ -62,6 +62,7 @@ func TestWorkloadRecommendationReload(t *testing.T) {
 	dir := t.TempDir()
 	certs, _ := aggtest.Certs(dir)
 	fleet := aggtest.NewFleet(aggtest.FleetConfig{Nodes: 2, PodsPerNode: 8, Seed: 21})
+	createFleetPods(ctx, t, cp.Client, fleet, 2)
 	tokens := tokenFiles(t, dir, fleet, 2)
 	cfg := aggregator.Config{RESTConfig: cp.Config, Namespace: "default", Identity: "reload", CertFile: certs.CertFile, KeyFile: certs.KeyFile,
 		StaticTokens: tokens, FoldInterval: 200 * time.Millisecond, Step: time.Nanosecond, Grace: 5 * time.Second,

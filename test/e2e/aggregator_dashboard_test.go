@@ -39,8 +39,10 @@ func (c *simClock) Set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
 // 20-node fleet whose right-sizing rolls out during the run (with failed
 // writes, OOM kills, conflicting policies, a silent node and a node with
 // sampling gaps), then loads the dashboard in headless Chromium, driven by
-// chromedp: every chart is drawn from the JSON API and agrees with it, and
-// the screenshot shows the charts' colours.
+// chromedp: without a token the page asks for one and shows no data; with
+// a viewer's token (in the URL's fragment, as the demo opens it) every
+// chart is drawn from the JSON API and agrees with it, and the screenshot
+// shows the charts' colours.
 func TestDashboardInChromium(t *testing.T) {
 	tier.E2E(t)
 	if _, err := os.Stat(chromium); err != nil {
@@ -110,8 +112,22 @@ func TestDashboardInChromium(t *testing.T) {
 	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	defer bcancel()
 	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1400, 1000), chromedp.Navigate(agg.HTTPURL()+"/"),
+		chromedp.WaitVisible(`body[data-login="1"]`)); err != nil {
+		t.Fatalf("chromium without a token: %v", err)
+	}
+	if v, err := chromedp.Run(bctx, chromedp.Evaluate[string](`document.querySelector('#tiles').innerText + (document.body.dataset.error || "")`)); err != nil ||
+		strings.Contains(v, "reporting") || !strings.Contains(v, "401") {
+		t.Errorf("without a token the page shows %q (%v): want no data and the API's 401", v, err)
+	}
+	wctx, wcancel := context.WithTimeout(bctx, time.Minute)
+	defer wcancel()
+	if err := chromedp.Do(wctx, chromedp.Navigate("about:blank"), chromedp.Navigate(agg.HTTPURL()+"/#token="+viewerToken),
 		chromedp.WaitVisible(`body[data-ready="1"]`)); err != nil {
-		t.Fatalf("chromium: %v", err)
+		state, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`location.href + " error=" + (document.body.dataset.error || "") + " login=" + (document.body.dataset.login || "")`))
+		t.Fatalf("chromium with the viewer's token: %v (%s)", err, state)
+	}
+	if u, err := chromedp.Run(bctx, chromedp.Evaluate[string](`location.href`)); err != nil || strings.Contains(u, viewerToken) {
+		t.Errorf("the token stays in the address bar: %q %v", u, err)
 	}
 	str := func(expr string) string {
 		t.Helper()

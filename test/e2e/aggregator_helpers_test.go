@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/prometheus/common/expfmt"
+
 	"github.com/cgpilot/cgpilot/api/report"
 	"github.com/cgpilot/cgpilot/test/aggtest"
 	"github.com/cgpilot/cgpilot/test/deploy"
@@ -52,12 +54,17 @@ func applyCRDs(ctx context.Context, t *testing.T, cp *harness.ControlPlane) {
 	}
 }
 
+// viewerToken is a static user who may read all of the dashboard
+// (tokenFiles writes it).
+const viewerToken = "viewer-token"
+
 // tokenFiles writes, for nodes 0..n-1 of fleet, a token file per node
 // (dir/token-<i>) and the "token,node" file a replica with static tokens
-// reads, whose path it returns.
+// reads, whose path it returns; it also names viewerToken.
 func tokenFiles(t *testing.T, dir string, fleet *aggtest.Fleet, n int) string {
 	t.Helper()
 	var lines strings.Builder
+	lines.WriteString(viewerToken + ",@viewer,*\n")
 	for i := range n {
 		tok := fmt.Sprintf("tok-%d", i)
 		fmt.Fprintf(&lines, "%s,%s\n", tok, fleet.NodeName(i))
@@ -202,5 +209,41 @@ func createReadyNode(ctx context.Context, t *testing.T, cp *harness.ControlPlane
 	t.Helper()
 	if _, err := cp.CreateFakeNode(ctx, harness.FakeNode{Name: name}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// metricsOf is the replica's /metrics, read from its registry (the HTTP
+// endpoint needs a token RBAC lets get /metrics).
+func metricsOf(t *testing.T, r *aggtest.Replica) string {
+	t.Helper()
+	mfs, err := r.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&b, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}
+
+// createFleetPods creates nodes 0..n-1's pods of fleet, bound to their
+// nodes (no kubelet runs them; the aggregator only needs the API server
+// to show them there), in the fleet's namespaces (createNamespaces).
+func createFleetPods(ctx context.Context, t *testing.T, cs kubernetes.Interface, fleet *aggtest.Fleet, n int) {
+	t.Helper()
+	yes := true
+	for i := range n {
+		for _, p := range fleet.Pods(i) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels,
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: p.OwnerKind, Name: p.OwnerName, UID: "00000000-0000-0000-0000-00000000f1ee", Controller: &yes}}},
+				Spec: corev1.PodSpec{NodeName: fleet.NodeName(i), AutomountServiceAccountToken: new(bool),
+					Containers: []corev1.Container{{Name: "app", Image: "docker.io/local/busybox:1"}}}}
+			if _, err := cs.CoreV1().Pods(p.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatalf("fleet pod %s/%s: %v", p.Namespace, p.Name, err)
+			}
+		}
 	}
 }

@@ -45,6 +45,7 @@ func TestAggregatorLeaseFailover(t *testing.T) {
 	}
 	const nodes = 3
 	fleet := aggtest.NewFleet(aggtest.FleetConfig{Nodes: nodes, PodsPerNode: 12, Seed: 11})
+	createFleetPods(ctx, t, cp.Client, fleet, nodes)
 	secure, plain := loopbackPorts(t)
 	tokens := tokenFiles(t, dir, fleet, nodes)
 	replica := func(name, ip string) aggregator.Config {

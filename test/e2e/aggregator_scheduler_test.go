@@ -34,6 +34,8 @@ import (
 // neither. A Deployment whose pods are known to use much CPU lands on the
 // CPU-free node, one whose pods use much memory on the memory-free node,
 // although by requests (placeholders bound to those two) busy is best.
+// The scheduler presents a client certificate (its extenders[].tlsConfig),
+// the only callers the extender answers.
 func TestSchedulerExtenderPlacesByUsage(t *testing.T) {
 	bins := tier.E2E(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -50,9 +52,14 @@ func TestSchedulerExtenderPlacesByUsage(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, "token-"+n), []byte("tok-"+n), 0o600)
 	}
 	os.WriteFile(filepath.Join(dir, "tokens"), []byte(lines.String()), 0o600)
+	callers, err := aggtest.ClientCerts(dir, "system:kube-scheduler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := callers.Certs["system:kube-scheduler"]
 	// The extender needs no API server: a standalone replica.
 	agg := aggtest.Start(t, aggregator.Config{Standalone: true, StaticTokens: filepath.Join(dir, "tokens"), Identity: "extender",
-		CertFile: certs.CertFile, KeyFile: certs.KeyFile, FoldInterval: 200 * time.Millisecond})
+		CertFile: certs.CertFile, KeyFile: certs.KeyFile, FoldInterval: 200 * time.Millisecond, ExtenderClientCAFile: callers.CAFile})
 	schedCfg := fmt.Sprintf(`extenders:
   - urlPrefix: "https://%s/scheduler"
     prioritizeVerb: prioritize
@@ -60,9 +67,11 @@ func TestSchedulerExtenderPlacesByUsage(t *testing.T) {
     enableHTTPS: true
     tlsConfig:
       caData: %s
+      certFile: %s
+      keyFile: %s
     nodeCacheCapable: false
     ignorable: false
-`, agg.SecureAddr(), base64.StdEncoding.EncodeToString(certs.CAPEM))
+`, agg.SecureAddr(), base64.StdEncoding.EncodeToString(certs.CAPEM), sched.CertFile, sched.KeyFile)
 	cp := harness.MustStart(t, bins, harness.Options{Controllers: true, SchedulerConfig: schedCfg})
 	cs := cp.Client
 	for _, n := range nodes {
@@ -167,7 +176,7 @@ func TestSchedulerExtenderPlacesByUsage(t *testing.T) {
 		l, _ := cs.CoreV1().Pods("sched").List(ctx, metav1.ListOptions{})
 		for _, p := range l.Items {
 			body, _ := json.Marshal(extenderv1.ExtenderArgs{Pod: &p, NodeNames: &nodes})
-			resp, err := aggtest.HTTPClient(certs.CAPEM).Post(agg.URL()+"/scheduler/prioritize", "application/json", bytes.NewReader(body))
+			resp, err := aggtest.HTTPClientWithCert(certs.CAPEM, sched.Pair).Post(agg.URL()+"/scheduler/prioritize", "application/json", bytes.NewReader(body))
 			if err == nil {
 				b, _ := io.ReadAll(resp.Body)
 				t.Logf("%s (owners %v, labels %v): %s", p.Name, p.OwnerReferences, p.Labels, b)
@@ -175,7 +184,7 @@ func TestSchedulerExtenderPlacesByUsage(t *testing.T) {
 		}
 	}
 	var calls float64
-	for _, l := range strings.Split(get(t, agg.HTTPURL()+"/metrics"), "\n") {
+	for _, l := range strings.Split(metricsOf(t, agg), "\n") {
 		if strings.HasPrefix(l, `cgpilot_aggregator_prioritize_total{result="ok"} `) {
 			fmt.Sscan(strings.Fields(l)[1], &calls)
 		}

@@ -4,8 +4,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +32,9 @@ import (
 )
 
 // TestAdmissionWebhook registers the aggregator's mutating webhook with a
-// real API server and an Auto RightsizePolicy on namespace shop. New pods
+// real API server and an Auto RightsizePolicy on namespace shop. The API
+// server presents a client certificate (its AdmissionConfiguration's
+// kubeconfig), the only callers the webhook answers. New pods
 // of a workload with a merged recommendation get it as their requests;
 // the QoS class the API server computes never changes (checked on random
 // pods against the same pods created without the webhook); pods without a
@@ -38,7 +43,16 @@ import (
 // and counts it, and an agent's report of such pods becomes an Event.
 func TestAdmissionWebhook(t *testing.T) {
 	bins := tier.E2E(t)
-	cp := harness.MustStart(t, bins, harness.Options{})
+	dir := t.TempDir()
+	callers, err := aggtest.ClientCerts(dir, "kube-apiserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admission, err := aggtest.WebhookAuth(dir, callers.Certs["kube-apiserver"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := harness.MustStart(t, bins, harness.Options{ExtraFlags: map[string][]string{"kube-apiserver": {admission}}})
 	cs := cp.Client
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -61,15 +75,23 @@ func TestAdmissionWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dir := t.TempDir()
 	certs, err := aggtest.Certs(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fleet := aggtest.NewFleet(aggtest.FleetConfig{Nodes: 1, PodsPerNode: 4, Seed: 5})
 	tokens := tokenFiles(t, dir, fleet, 1)
+	// web's pod on the reporting node: the aggregator believes the node's
+	// reports of web, and matches web's policy, by it.
+	yes := true
+	webPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", Labels: map[string]string{"pod-template-hash": "7d9f5"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d9f5", UID: "00000000-0000-0000-0000-000000000001", Controller: &yes}}},
+		Spec: corev1.PodSpec{NodeName: fleet.NodeName(0), Containers: []corev1.Container{{Name: "app", Image: "docker.io/local/busybox:1"}, {Name: "side", Image: "docker.io/local/busybox:1"}}}}
+	if _, err := cs.CoreV1().Pods("shop").Create(ctx, webPod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	agg := aggtest.Start(t, aggregator.Config{RESTConfig: cp.Config, Namespace: "default", Identity: "webhook", CertFile: certs.CertFile, KeyFile: certs.KeyFile,
-		StaticTokens: tokens, FoldInterval: 200 * time.Millisecond, EventInterval: time.Second, Step: time.Nanosecond})
+		StaticTokens: tokens, FoldInterval: 200 * time.Millisecond, EventInterval: time.Second, Step: time.Nanosecond, WebhookClientCAFile: callers.CAFile})
 	aggtest.Wait(t, "leading", time.Minute, agg.IsLeader)
 
 	// 70 minutes of Deployment web's two containers on the node.
@@ -95,6 +117,23 @@ func TestAdmissionWebhook(t *testing.T) {
 	})
 	recApp, recSide := agg.Store.Recommendation(app).Recommendation, agg.Store.Recommendation(side).Recommendation
 	t.Logf("web/app: %.3f cores, %.0f MiB; web/side: %.3f cores, %.0f MiB", recApp.CPU.Target, recApp.Memory.Target/(1<<20), recSide.CPU.Target, recSide.Memory.Target/(1<<20))
+	if p := agg.Store.Recommendation(side).Policy; p != "shop-auto" {
+		t.Errorf("web/side's recommendation is of policy %q: the aggregator matches web's pods to shop-auto whatever the report said", p)
+	}
+	// Anyone else is refused: no client certificate, or one of another CA.
+	review := fmt.Sprintf(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"version":"v1","kind":"Pod"},`+
+		`"operation":"CREATE","namespace":"shop","object":%s}}`, mustJSON(t, webPod))
+	for name, c := range map[string]*http.Client{"anonymous": aggtest.HTTPClient(certs.CAPEM)} {
+		resp, err := c.Post(agg.URL()+webhook.PathMutate, "application/json", strings.NewReader(review))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || strings.Contains(string(body), "patch") {
+			t.Errorf("%s POST of a pod to the webhook: %d %s", name, resp.StatusCode, body)
+		}
+	}
 
 	fail := admissionregistrationv1.Ignore
 	none := admissionregistrationv1.SideEffectClassNone
@@ -241,7 +280,7 @@ func TestAdmissionWebhook(t *testing.T) {
 
 	// The agent reports that pod as unadmitted: the next leader says so.
 	agg2 := aggtest.Start(t, aggregator.Config{RESTConfig: cp.Config, Namespace: "default", Identity: "webhook-2", CertFile: certs.CertFile, KeyFile: certs.KeyFile,
-		StaticTokens: tokens, FoldInterval: 200 * time.Millisecond, EventInterval: time.Second})
+		StaticTokens: tokens, FoldInterval: 200 * time.Millisecond, EventInterval: time.Second, WebhookClientCAFile: callers.CAFile})
 	aggtest.Wait(t, "leading", time.Minute, agg2.IsLeader)
 	c2 := clientsFor(t, dir, fleet, 1, agg2.URL(), certs)[0]
 	b, _ := report.NewBuilder(report.BuilderConfig{Node: fleet.NodeName(0)})
@@ -253,7 +292,7 @@ func TestAdmissionWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "an AdmittedWithoutWebhook Event on the policy", 30*time.Second, func() bool { return policyEvent(ctx, t, cp, "AdmittedWithoutWebhook") })
-	if m := get(t, agg2.HTTPURL()+"/metrics"); !strings.Contains(m, "cgpilot_aggregator_unadmitted_pods 1") {
+	if m := metricsOf(t, agg2); !strings.Contains(m, "cgpilot_aggregator_unadmitted_pods 1") {
 		t.Error("cgpilot_aggregator_unadmitted_pods is not 1")
 	}
 }
@@ -324,4 +363,13 @@ func failOpenCount(ctx context.Context, t *testing.T, cp *harness.ControlPlane) 
 		}
 	}
 	return sum
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -76,8 +76,22 @@ func TestDemoUpAndDown(t *testing.T) {
 	tm := res.Timings
 	t.Logf("timing: control plane %v, node %v, agent DaemonSet ready %v, pinned %v, release-isolation %v (watch %v), restore %v, delete->widen %v, re-create->pinned %v, first resize %v (web pod -> resized %v), OOM raise %v, total %v",
 		tm.ControlPlane, tm.Node, tm.AgentReady, tm.Pinned, tm.Release, tm.ReleaseWatch, tm.Restore, tm.Widen, tm.Repin, tm.FirstResize, tm.ResizeAfter, tm.OOMRaised, tm.Total)
-	if len(tm.Steps) != 13 || !strings.Contains(out.String(), "==> step 13/13: ") {
-		t.Errorf("%d steps timed, want 13 printed as step i/13", len(tm.Steps))
+	if len(tm.Steps) != 15 || !strings.Contains(out.String(), "==> step 15/15: ") {
+		t.Errorf("%d steps timed, want 15 printed as step i/15", len(tm.Steps))
+	}
+	// The aggregator: the agent's reports taken; the dashboard refused
+	// without a token, read with a viewer's, drawn in Chromium.
+	dash := res.Dashboard
+	if dash.AcceptedReports < 1 || dash.AnonymousStatus != 401 || dash.AnonymousMetrics != 401 || dash.ViewerStatus != 200 || dash.Nodes != 1 {
+		t.Errorf("the aggregator and its dashboard: %+v", dash)
+	}
+	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
+		if st, err := os.Stat(dash.Screenshot); err != nil || st.Size() < 10000 || !dash.Drawn {
+			t.Errorf("the dashboard's screenshot %q (%v), drawn %v", dash.Screenshot, err, dash.Drawn)
+		} else if out := os.Getenv("CGPILOT_SCREENSHOT_DIR"); out != "" {
+			b, _ := os.ReadFile(dash.Screenshot)
+			os.WriteFile(filepath.Join(out, "demo-dashboard.png"), b, 0o644)
+		}
 	}
 
 	if !res.NodeCPUs.Equals(nodeCPUs) {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // cacheFormat changes when the cache's layout or the image format changes,
@@ -173,11 +174,18 @@ func CachedGoImage(ctx context.Context, ref, pkg, cacheDir string, args ...strin
 
 // prune removes the other cache entries whose names start with prefix:
 // a checkout needs only its current build.
+//
+// A file used in the last hour is kept: another checkout on this machine
+// (a branch whose inputs differ) may be importing it right now.
 func prune(dir, prefix, keep string) {
 	old, _ := filepath.Glob(filepath.Join(dir, prefix+"*"))
 	for _, o := range old {
-		if o != keep && !strings.Contains(o, ".tmp") {
-			os.Remove(o)
+		if o == keep || strings.Contains(o, ".tmp") {
+			continue
 		}
+		if fi, err := os.Stat(o); err == nil && time.Since(fi.ModTime()) < time.Hour {
+			continue
+		}
+		os.Remove(o)
 	}
 }

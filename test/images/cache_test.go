@@ -39,8 +39,24 @@ func TestCachedGoImage(t *testing.T) {
 	if st2, _ := os.Stat(img.Path); !st2.ModTime().Equal(st.ModTime()) {
 		t.Error("the cached image was rewritten")
 	}
-	// Another reference is another image of the same binary.
+	// Another reference is another image of the same binary. The first
+	// stays while it is new (another checkout may be importing it), and is
+	// pruned once it is an hour old.
 	img3, bin3, err := CachedGoImage(ctx, "docker.io/local/pause:other", PausePackage, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(img.Path); err != nil {
+		t.Errorf("an image built a moment ago was pruned: %v", err)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(img.Path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(img3.Path); err != nil {
+		t.Fatal(err)
+	}
+	img3, bin3, err = CachedGoImage(ctx, "docker.io/local/pause:other", PausePackage, cache)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,12 @@
 // cgpilot aggregator dashboard: fetches /api/v1/* and draws SVG charts.
 // body[data-ready] is set once every chart is drawn (the browser test waits
-// for it); body[data-error] carries a failure.
+// for it); body[data-error] carries a failure; body[data-login] is set
+// while the page asks for a token.
+//
+// Every API call carries the user's bearer token, kept in this tab's
+// sessionStorage; a #token=...&namespace=... fragment (never sent to a
+// server) is moved there and removed from the address bar. A user who may
+// read only namespaces sees the one it names (?namespace=).
 "use strict";
 
 const NS = "http://www.w3.org/2000/svg";
@@ -34,23 +40,50 @@ function bytes(v) {
 }
 function pct(v) { return (100 * v).toFixed(0) + "%"; }
 function esc(s) { const d = document.createElement("div"); d.textContent = String(s); return d.innerHTML; }
+const session = {
+  get token() { return sessionStorage.getItem("cgpilot-token") || ""; },
+  set token(v) { v ? sessionStorage.setItem("cgpilot-token", v) : sessionStorage.removeItem("cgpilot-token"); },
+  get namespace() { return sessionStorage.getItem("cgpilot-namespace") || ""; },
+  set namespace(v) { v ? sessionStorage.setItem("cgpilot-namespace", v) : sessionStorage.removeItem("cgpilot-namespace"); },
+};
+(function fromFragment() {
+  const f = new URLSearchParams(location.hash.slice(1));
+  if (f.has("token")) session.token = f.get("token");
+  if (f.has("namespace")) session.namespace = f.get("namespace");
+  if (location.hash) history.replaceState(null, "", location.pathname + location.search);
+})();
+class HTTPError extends Error {
+  constructor(path, status, msg) { super(`${path}: ${status} ${msg}`); this.status = status; }
+}
+let scope = "";  // "" : the cluster's views; else the one namespace the user reads
 async function get(path) {
-  const r = await fetch(path, { cache: "no-store" });
-  if (!r.ok) throw new Error(path + ": " + r.status);
+  if (scope) path += (path.includes("?") ? "&" : "?") + "namespace=" + encodeURIComponent(scope);
+  const r = await fetch(path, { cache: "no-store", headers: session.token ? { Authorization: "Bearer " + session.token } : {} });
+  if (!r.ok) {
+    let msg = "";
+    try { msg = (await r.json()).error || ""; } catch (e) { /* not JSON */ }
+    throw new HTTPError(path, r.status, msg);
+  }
   return r.json();
+}
+function showLogin(msg) {
+  document.body.dataset.login = "1";
+  document.getElementById("login").hidden = false;
+  document.getElementById("login-error").textContent = msg || "";
+  document.getElementById("login-ns").value = session.namespace;
 }
 function keyStr(k) { return `${k.namespace}/${k.kind}/${k.name}/${k.container}`; }
 
 function tiles(s) {
   const cov = s.coverage;
-  const items = [
+  const items = s.namespace ? [[s.namespace, "namespace (your access)"]] : [
     [s.nodes - s.staleNodes, `nodes reporting${s.staleNodes ? ` (${s.staleNodes} silent)` : ""}`],
-    [s.hotNodes, `hot nodes (> ${pct(s.hotWatermark)} used)`],
+    [s.hotNodes, `hot nodes (> ${pct(s.hotWatermark)} used)`]];
+  items.push(
     [`${cov.workloadsUnderPolicy} / ${cov.workloads}`, "workloads under a policy"],
     [cores(s.cluster.releasedCPU), `CPU released of ${cores(s.cluster.beforeCPU)}`],
     [bytes(s.cluster.releasedMemory), `memory released of ${bytes(s.cluster.beforeMemory)}`],
-    [s.recommendations, "merged recommendations"],
-  ];
+    [s.recommendations, "merged recommendations"]);
   document.getElementById("tiles").innerHTML = items.map(([v, l]) => `<div class="tile"><b>${esc(v)}</b><span>${esc(l)}</span></div>`).join("");
   document.getElementById("replica").textContent = `${s.replica || "aggregator"} · ${s.leader ? "leader" : "follower"} · ${s.reportsAccepted} reports · updated ${new Date(s.generated).toLocaleTimeString()}`;
 }
@@ -132,6 +165,10 @@ function saturation(sat) {
 }
 
 function hot(h) {
+  if (!h) {
+    document.getElementById("hot").innerHTML = `<div class="empty">the nodes are the cluster's view: your access covers namespace ${esc(scope)}</div>`;
+    return;
+  }
   document.getElementById("watermark").textContent = `usage above ${pct(h.watermark)} of allocatable`;
   const nodes = h.nodes || [];
   document.getElementById("hot").innerHTML = nodes.length === 0 ? `<div class="empty">no hot node</div>` :
@@ -162,7 +199,7 @@ function anomalies(an) {
   document.getElementById("anomaly-list").innerHTML = rows.length ? `<table>${rows.map(r => `<tr>${r.map(c => `<td>${esc(c)}</td>`).join("")}</tr>`).join("")}</table>` : "";
 }
 
-function history(h) {
+function historyTable(h) {
   document.getElementById("history").innerHTML = h.length === 0 ? `<div class="empty">no adjustment yet</div>` :
     `<table><tr><th>time</th><th>what</th><th>container</th><th>pod</th><th>node</th><th>change</th></tr>` +
     h.slice(0, 12).map(e => {
@@ -175,16 +212,39 @@ function history(h) {
 
 async function refresh() {
   try {
-    const ns = document.getElementById("ns").value;
-    const [sum, cap, sat, hn, an, hist] = await Promise.all([get("/api/v1/summary"), get("/api/v1/capacity"),
-      get("/api/v1/saturation?namespace=" + encodeURIComponent(ns)), get("/api/v1/hotnodes"), get("/api/v1/anomalies?limit=20"), get("/api/v1/history?limit=12")]);
-    tiles(sum); coverage(sum.coverage); released(cap); saturation(sat); hot(hn); anomalies(an); history(hist);
+    const access = await get("/api/v1/access");
+    document.getElementById("whoami").textContent = `signed in as ${access.user}` + (access.cluster ? " (cluster)" : "");
+    if (!access.cluster && !session.namespace) { showLogin(`${access.user} may not read every namespace: name the one to show`); return; }
+    scope = access.cluster ? "" : session.namespace;
+    const sel = document.getElementById("ns");
+    const ns = scope || sel.value;
+    const sat = scope ? get("/api/v1/saturation") : get("/api/v1/saturation?namespace=" + encodeURIComponent(ns));
+    const [sum, cap, satv, hn, an, hist] = await Promise.all([get("/api/v1/summary"), get("/api/v1/capacity"), sat,
+      scope ? null : get("/api/v1/hotnodes"), get("/api/v1/anomalies?limit=20"), get("/api/v1/history?limit=12")]);
+    tiles(sum); coverage(sum.coverage); released(cap); saturation(satv); hot(hn); anomalies(an); historyTable(hist);
+    if (scope) sel.hidden = true;
+    document.getElementById("login").hidden = true;
+    delete document.body.dataset.login;
     document.body.dataset.ready = "1";
     delete document.body.dataset.error;
   } catch (e) {
     document.body.dataset.error = String(e);
+    if (e.status === 401) showLogin(session.token ? "the token was not accepted: " + e.message : "");
+    else if (e.status === 403) showLogin(e.message);
   }
 }
 document.getElementById("ns").addEventListener("change", refresh);
+document.getElementById("login").addEventListener("submit", ev => {
+  ev.preventDefault();
+  session.token = document.getElementById("token").value.trim();
+  session.namespace = document.getElementById("login-ns").value.trim();
+  document.getElementById("token").value = "";
+  refresh();
+});
+document.getElementById("logout").addEventListener("click", ev => {
+  ev.preventDefault();
+  session.token = ""; session.namespace = "";
+  showLogin("");
+});
 refresh();
 setInterval(refresh, 30000);
