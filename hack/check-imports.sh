@@ -83,11 +83,13 @@ done
 # ---- the wire contracts
 deps_rule api/local "api/local/..." "^k8s\.io/|^$mod/" "$cpuset|$internal"
 deps_rule api/report "api/report/..." "^k8s\.io/|^$mod/" "$internal|^$mod/recommend$|\.test$" -test
-deps_rule api/v1alpha1 "api/v1alpha1/..." "^k8s\.io/(client-go|api)(/|$)|^$mod/" "$internal"
+deps_rule api/v1alpha1 "api/v1alpha1" "^k8s\.io/(client-go|api)(/|$)|^$mod/" "$internal"
+deps_rule api/v1alpha1/policy "api/v1alpha1/policy" "^k8s\.io/(client-go|api)(/|$)|^$mod/" "$internal|^$mod/recommend$|^$mod/api/v1alpha1$"
 
 # ---- agent's rooms
 deps_rule agent/pools "agent/pools" "^k8s\.io/|^$mod/(agent|cmd|aggregator|recommend)(/|$)" "$cpuset|^$mod/agent/pools$"
-for room in rightsize collector history; do
+deps_rule agent/rightsize "agent/rightsize/..." "^k8s\.io/(client-go|api)(/|$)|^$mod/(agent|cmd|aggregator)$|^$mod/(cmd|aggregator)/|^$mod/agent/(pools)(/|$)" "^$mod/agent/rightsize(/|$)|^$mod/agent/oomwatch$"
+for room in collector history; do
   deps_rule "agent/$room" "agent/$room/..." "^k8s\.io/|^$mod/(agent|cmd|aggregator)$|^$mod/(cmd|aggregator)/|^$mod/agent/(pools)(/|$)" "$cpuset|^$mod/agent/$room(/|$)|^$mod/agent/oomwatch$"
 done
 deps_rule agent/oomwatch "agent/oomwatch/..." "^k8s\.io/|^$mod/(agent|cmd|api|aggregator|topology|recommend)(/|$)" "$cpuset"
