@@ -45,6 +45,7 @@ import (
 	"github.com/cgpilot/cgpilot/aggregator/webhook"
 	"github.com/cgpilot/cgpilot/api/report"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
+	"github.com/cgpilot/cgpilot/api/v1alpha1/policy"
 )
 
 // ErrConfig wraps every configuration error.
@@ -140,6 +141,7 @@ type Aggregator struct {
 	cs       kubernetes.Interface
 	dc       dynamic.Interface
 	policies *kube.Policies
+	limits   *kube.Limits // LimitRanges and nodes' allocatable, for the webhook's clamp
 	certs    *certReloader
 	proxy    *leaderProxy
 	cp       *kube.Checkpointer
@@ -269,6 +271,7 @@ func New(cfg Config, log logr.Logger) (*Aggregator, error) {
 			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 		}
 		a.policies = kube.NewPolicies(a.dc, a.cs, 10*time.Minute)
+		a.limits = kube.NewLimits(a.cs, 10*time.Minute)
 	}
 	sc := state.Config{Period: cfg.Period, Grace: cfg.Grace, Step: cfg.Step}
 	if a.policies != nil {
@@ -314,6 +317,9 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	ing.Now = a.now
 	wh := webhook.New(a.Store, a.matcher(), recorder, a.reg)
 	wh.Parent, wh.Now = a.parents(ctx), a.now
+	if a.limits != nil {
+		wh.Limits = a.limits
+	}
 	ext := extender.New(a.Profiles, a.reg)
 	ext.Now = a.now
 	site := &web.Server{Store: a.Store, Analysis: a.Analysis, Profiles: a.Profiles, Leader: a.IsLeader, Identity: cfg.Identity, Now: a.now}
@@ -363,6 +369,11 @@ func (a *Aggregator) Run(ctx context.Context) error {
 
 	if a.policies != nil {
 		if err := a.policies.Start(ctx); err != nil {
+			return err
+		}
+	}
+	if a.limits != nil {
+		if err := a.limits.Start(ctx); err != nil {
 			return err
 		}
 	}
@@ -429,7 +440,7 @@ func (a *Aggregator) authenticator() (auth.Authenticator, error) {
 // noPolicies is the webhook's matcher without an API server.
 type noPolicies struct{}
 
-func (noPolicies) Match(string, map[string]string) []*v1alpha1.RightsizePolicy { return nil }
+func (noPolicies) Match(string, map[string]string) ([]*policy.Policy, []string) { return nil, nil }
 
 func (a *Aggregator) matcher() webhook.Matcher {
 	if a.policies == nil {

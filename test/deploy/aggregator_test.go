@@ -150,8 +150,9 @@ func TestAggregatorLeastPrivilege(t *testing.T) {
 	}
 	cr := typed(t, Find(objs, "ClusterRole", "cgpilot-aggregator"), &rbacv1.ClusterRole{})
 	want := strings.Join([]string{
+		"/limitranges: get,list,watch",
 		"/namespaces: get,list,watch",
-		"/nodes: patch",
+		"/nodes: list,patch,watch",
 		"authentication.k8s.io/tokenreviews: create",
 		"batch/jobs: get",
 		"cgpilot.io/rightsizepolicies: get,list,watch",

@@ -226,6 +226,8 @@ type clamper struct {
 	// paired: a Guaranteed pod's container with request and limit set,
 	// which keeps one value for both.
 	paired []bool
+	// reqHi is the highest a container's request may go.
+	reqHi []float64
 }
 
 func (c *clamper) bounds(b Bounds) {
@@ -247,7 +249,7 @@ func (c *clamper) bounds(b Bounds) {
 	c.podMin, c.podMax = r.up(amount(r.get(lr.PodMin))), r.down(amount(r.get(lr.PodMax)))
 	n := len(c.pod.Containers)
 	c.want, c.cur, c.floor, c.base = make([][2]float64, n), make([][2]float64, n), make([][2]float64, n), make([][2]float64, n)
-	c.moved, c.cutBy, c.paired = make([]Reason, n), make([]Reason, n), make([]bool, n)
+	c.moved, c.cutBy, c.paired, c.reqHi = make([]Reason, n), make([]Reason, n), make([]bool, n), make([]float64, n)
 	for i, ct := range c.pod.Containers {
 		for k, field := range []string{"request", "limit"} {
 			pick := func(q Requirements) float64 { return r.get([]Values{q.Requests, q.Limits}[k]) }
@@ -314,6 +316,7 @@ func (c *clamper) run() {
 			c.bind(i, "request", reason, req, v)
 		}
 		c.moved[i] = reason
+		c.reqHi[i] = max(v, lowest(hi))
 		c.base[i][0] = base(v, req, cur, lo)
 		c.set(i, v, 0)
 		if g {
@@ -328,6 +331,7 @@ func (c *clamper) run() {
 	}
 	c.cut(0, podCap, reason)
 	c.lift(0, c.podMin)
+	c.raiseForRatio(podCap)
 	// Limits, each container alone, over the requests now fixed.
 	for i := range c.pod.Containers {
 		req, want := c.get(i, 0), c.want[i][1]
@@ -366,6 +370,47 @@ func (c *clamper) run() {
 			c.bind(i, "limit", ReasonFloorAboveCeiling, c.want[i][1], req)
 		}
 	}
+}
+
+// raiseForRatio: where limits are meant to stay (policies other than
+// KeepRatio), a request the LimitRange's maxLimitRequestRatio would make
+// too small for its limit is raised to limit/ratio instead of the limit
+// being cut, as far as the request's own ceilings and the pod's cap
+// (podCap, 0: none) allow; what remains is the limit's to give.
+func (c *clamper) raiseForRatio(podCap float64) {
+	if c.ratio == 0 || c.pod.KeepRatio {
+		return
+	}
+	sum := 0.0
+	for i := range c.out {
+		sum += c.get(i, 0)
+	}
+	for i := range c.out {
+		req, lim := c.get(i, 0), c.want[i][1]
+		if c.paired[i] || req == 0 || lim == 0 || lim <= c.ratio*req {
+			continue
+		}
+		nv := min(c.r.up(lim/c.ratio), c.r.down(c.reqHi[i]))
+		if podCap > 0 {
+			nv = min(nv, c.r.down(req+podCap-sum))
+		}
+		if nv > req {
+			sum += nv - req
+			c.set(i, nv, c.get(i, 1))
+			c.bind(i, "request", ReasonLimitRangeRatio, c.want[i][0], nv)
+		}
+	}
+}
+
+// lowest is the lowest positive bound of hi (+Inf when none).
+func lowest(hi []bound) float64 {
+	c := math.Inf(1)
+	for _, b := range hi {
+		if b.v > 0 && b.v < c {
+			c = b.v
+		}
+	}
+	return c
 }
 
 // lift raises field k of the containers so that their sum is at least

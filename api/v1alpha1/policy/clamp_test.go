@@ -43,8 +43,13 @@ func TestClamp(t *testing.T) {
 		want  []Requirements
 		binds string
 	}{
-		{"within every bound: unchanged", one("app", cur, reqs(0.25, 300*mi, 0.5, 600*mi), Requirements{}), lr,
-			[]Requirements{reqs(0.25, 300*mi, 0.5, 450*mi)}, "app memory limit LimitRangeMaxLimitRequestRatio"},
+		{"within every bound: unchanged", one("app", cur, reqs(0.25, 300*mi, 0.5, 450*mi), Requirements{}), lr,
+			[]Requirements{reqs(0.25, 300*mi, 0.5, 450*mi)}, ""},
+		{"ratio, limits kept: the request rises to limit/ratio", one("app", cur, reqs(0.25, 300*mi, 0.5, 600*mi), Requirements{}), lr,
+			[]Requirements{reqs(0.25, 400*mi, 0.5, 600*mi)}, "app memory request LimitRangeMaxLimitRequestRatio"},
+		{"ratio, limits kept, request at its max: the limit gives", one("app", cur, reqs(0.25, 300*mi, 0.5, 600*mi), Requirements{}),
+			Bounds{MaxAllowed: Values{Memory: 350 * mi}, LimitRange: lr.LimitRange},
+			[]Requirements{reqs(0.25, 350*mi, 0.5, 525*mi)}, "app memory request LimitRangeMaxLimitRequestRatio; app memory limit LimitRangeMaxLimitRequestRatio"},
 		// The finding: a forged merged recommendation of 1,800 cores
 		// against a policy max of 1 core (issue 19).
 		{"forged 1800 cores, policy max 1 core, keep ratio", ClampPod{KeepRatio: true, Containers: []ClampContainer{{Name: "app", Current: cur,
@@ -59,7 +64,8 @@ func TestClamp(t *testing.T) {
 			[]Requirements{reqs(2, 4*gi, 2, 4*gi), reqs(0.1, 128*mi, 0.2, 192*mi)},
 			"big cpu request LimitRangeMax; big memory request LimitRangeMax; small cpu request LimitRangeMin; small memory request LimitRangeMin; " +
 				"big cpu limit LimitRangeMax; small cpu limit LimitRangeMin; small memory limit LimitRangeMaxLimitRequestRatio; big memory limit LimitRangeMax"},
-		{"ratio caps a limit, rounded down", one("app", cur, reqs(0.333, 256*mi, 1, 512*mi), Requirements{}),
+		{"ratio caps a limit that follows its request, rounded down", ClampPod{KeepRatio: true, Containers: []ClampContainer{
+			{Name: "app", Current: cur, Want: reqs(0.333, 256*mi, 1, 512*mi)}}},
 			Bounds{LimitRange: LimitRange{MaxLimitRequestRatio: Values{CPU: 1.5}}},
 			[]Requirements{reqs(0.333, 256*mi, 0.499, 512*mi)}, "app cpu limit LimitRangeMaxLimitRequestRatio"},
 		{"node allocatable: the pod's increases cut in proportion", ClampPod{Containers: []ClampContainer{

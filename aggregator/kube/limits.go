@@ -1,0 +1,83 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	listersv1 "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cgpilot/cgpilot/api/v1alpha1/policy"
+)
+
+// Limits caches what bounds a new pod besides its policy, for the
+// webhook's clamp: the namespaces' LimitRanges, and each node's
+// allocatable (a node is kept as its name and allocatable only: a
+// cluster's Node objects are large, and this is all the clamp reads).
+type Limits struct {
+	factory     informers.SharedInformerFactory
+	limitRanges listersv1.LimitRangeLister
+	nodes       cache.SharedIndexInformer
+	synced      []cache.InformerSynced
+}
+
+// NewLimits returns the caches over cs.
+func NewLimits(cs kubernetes.Interface, resync time.Duration) *Limits {
+	f := informers.NewSharedInformerFactory(cs, resync)
+	lr := f.Core().V1().LimitRanges()
+	nodes := f.Core().V1().Nodes().Informer()
+	_ = nodes.SetTransform(func(obj any) (any, error) {
+		if n, ok := obj.(*corev1.Node); ok {
+			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion},
+				Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+					corev1.ResourceCPU: n.Status.Allocatable[corev1.ResourceCPU], corev1.ResourceMemory: n.Status.Allocatable[corev1.ResourceMemory]}}}, nil
+		}
+		return obj, nil
+	})
+	return &Limits{factory: f, limitRanges: lr.Lister(), nodes: nodes, synced: []cache.InformerSynced{lr.Informer().HasSynced, nodes.HasSynced}}
+}
+
+// Start starts the informers and waits until they have synced or ctx ends.
+func (l *Limits) Start(ctx context.Context) error {
+	l.factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), l.synced...) {
+		return fmt.Errorf("kube: LimitRange and node caches did not sync: %w", ctx.Err())
+	}
+	return nil
+}
+
+// LimitRange is the namespace's LimitRanges merged (the tightest bound of
+// each; none: no bound).
+func (l *Limits) LimitRange(namespace string) policy.LimitRange {
+	var out policy.LimitRange
+	lrs, err := l.limitRanges.LimitRanges(namespace).List(labels.Everything())
+	if err != nil {
+		return out
+	}
+	for _, lr := range lrs {
+		for _, item := range lr.Spec.Limits {
+			policy.AddLimitRangeItem(&out, string(item.Type), item.Max, item.Min, item.MaxLimitRequestRatio)
+		}
+	}
+	return out
+}
+
+// LargestAllocatable is the largest CPU and the largest memory
+// allocatable of any node (0 while no node is known): a pod asking more
+// fits no node.
+func (l *Limits) LargestAllocatable() policy.Values {
+	var out policy.Values
+	for _, obj := range l.nodes.GetStore().List() {
+		if n, ok := obj.(*corev1.Node); ok {
+			v := policy.ValuesOf(n.Status.Allocatable)
+			out.CPU, out.Memory = max(out.CPU, v.CPU), max(out.Memory, v.Memory)
+		}
+	}
+	return out
+}
