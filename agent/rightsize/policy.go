@@ -49,4 +49,6 @@ func ParseWindow(spec string, d time.Duration) (Window, error) { return apipolic
 
 // ParsePodOverride reads a pod's right-sizing annotations strictly
 // (apipolicy.ParsePodOverride).
-func ParsePodOverride(ann map[string]string) (PodOverride, error) { return apipolicy.ParsePodOverride(ann) }
+func ParsePodOverride(ann map[string]string) (PodOverride, error) {
+	return apipolicy.ParsePodOverride(ann)
+}
