@@ -19,5 +19,5 @@
 // is dropped at its next read.
 //
 // It imports cgroup, the Prometheus client and the standard library; no
-// client-go, no other cgpilot package (hack/check-imports.sh).
+// client-go, no other cgpilot package (hack/checkimports/walls.go).
 package collector
