@@ -248,7 +248,6 @@ func TestKernelRefusesShrinkBelowUsage(t *testing.T) {
 func TestKernelRefusesNegativeValues(t *testing.T) {
 	k := newPod(t, cgroup.DriverCgroupfs)
 	lim, quota, shares := int64(math.MinInt64), cgroup.KubeletQuota(-5), cgroup.KubeletShares(-5)
-	before := map[string]string{}
 	read := func() map[string]string {
 		m := map[string]string{}
 		for _, f := range []struct{ dir, file string }{{k.ctr.Memory, "memory.limit_in_bytes"}, {k.ctr.Memory, "memory.max"},
@@ -259,7 +258,7 @@ func TestKernelRefusesNegativeValues(t *testing.T) {
 		}
 		return m
 	}
-	before = read()
+	before := read()
 	if len(before) < 3 {
 		t.Fatalf("read only %v", before)
 	}

@@ -235,7 +235,7 @@ func (g *graph) checkWalls() []string {
 				continue // the package itself and its tests
 			}
 			for _, imp := range p.Imports {
-				if d := base(imp); !g.matches(w, d) || (strings.HasSuffix(w.pkg, "/...") == false && d != g.mod+"/"+w.pkg) {
+				if !g.matches(w, base(imp)) {
 					continue
 				}
 				ok := importers != nil && importers.MatchString(from)

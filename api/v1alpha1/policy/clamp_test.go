@@ -172,7 +172,7 @@ func TestAddLimitRangeItem(t *testing.T) {
 // usage floor beyond where it already was.
 func FuzzClamp(f *testing.F) {
 	f.Add(0.5, 256.0*mi, 1.0, 512.0*mi, 1800.0, 1.7e12, 3600.0, 3.4e12, 0.0, 190.0*mi, 1.0, 512.0*mi, 0.0, 0.0, 2.0, 64.0, 256.0*gi, uint8(0))
-	f.Add(math.NaN(), math.Inf(1), -1.0, math.Inf(-1), 1e-300, 1e300, math.MaxFloat64, -0.0, math.NaN(), math.Inf(1), math.NaN(), -5.0, math.Inf(1), 1e-9, math.NaN(), math.Inf(-1), math.NaN(), uint8(7))
+	f.Add(math.NaN(), math.Inf(1), -1.0, math.Inf(-1), 1e-300, 1e300, math.MaxFloat64, math.Copysign(0, -1), math.NaN(), math.Inf(1), math.NaN(), -5.0, math.Inf(1), 1e-9, math.NaN(), math.Inf(-1), math.NaN(), uint8(7))
 	f.Add(1.0, float64(gi), 1.0, float64(gi), 0.001, 1.0, 0.001, 1.0, 0.0, 700.0*mi, 0.0, 300.0*mi, 0.1, 128.0*mi, 1.5, 4.5, 2.0*gi, uint8(3))
 	f.Fuzz(func(t *testing.T, curCPU, curMem, curLimCPU, curLimMem, wantCPU, wantMem, wantLimCPU, wantLimMem, floorCPU, floorMem,
 		maxCPU, maxMem, minCPU, minMem, ratio, allocCPU, allocMem float64, flags uint8) {
