@@ -432,30 +432,35 @@ func (c *clamper) lift(k int, floor float64) {
 		return
 	}
 	share := min(1, (floor-sum)/room)
-	field := []string{"request", "limit"}[k]
 	for i := range c.out {
 		v, cur := c.get(i, k), c.cur[i][k]
 		if v == 0 || v >= cur {
 			continue
 		}
-		nv := min(cur, c.r.up(v+(cur-v)*share))
-		req, lim := c.get(i, 0), c.get(i, 1)
-		switch {
-		case c.paired[i]:
-			req, lim = nv, nv
-		case k == 0:
-			req = nv
-			if lim > 0 && lim < req {
-				lim = req
-			}
-		default:
-			lim = nv
+		c.setField(i, k, min(cur, c.r.up(v+(cur-v)*share)), ReasonLimitRangePodMin)
+	}
+}
+
+// setField sets field k of container i to v for a pod-level bound (both
+// fields of a paired container; a limit never below its request) and
+// records why.
+func (c *clamper) setField(i, k int, v float64, reason Reason) {
+	req, lim := c.get(i, 0), c.get(i, 1)
+	switch {
+	case c.paired[i]:
+		req, lim = v, v
+	case k == 0:
+		req = v
+		if lim > 0 && lim < req {
+			lim = req
 		}
-		c.set(i, req, lim)
-		c.bind(i, field, ReasonLimitRangePodMin, c.want[i][k], nv)
-		if k == 0 {
-			c.cutBy[i] = ReasonLimitRangePodMin
-		}
+	default:
+		lim = v
+	}
+	c.set(i, req, lim)
+	c.bind(i, []string{"request", "limit"}[k], reason, c.want[i][k], v)
+	if k == 0 {
+		c.cutBy[i] = reason
 	}
 }
 
@@ -479,7 +484,6 @@ func (c *clamper) cut(k int, cap float64, reason Reason) {
 		return
 	}
 	share := min(1, (sum-cap)/room)
-	field := []string{"request", "limit"}[k]
 	for i := range c.out {
 		v, b := c.get(i, k), max(c.base[i][k], c.r.unit) // a set value stays set
 		if v <= b {
@@ -489,17 +493,7 @@ func (c *clamper) cut(k int, cap float64, reason Reason) {
 		if share == 1 {
 			nv = b
 		}
-		req, lim := c.get(i, 0), c.get(i, 1)
-		switch {
-		case c.paired[i]:
-			req, lim = nv, nv
-		case k == 0:
-			req = nv
-		default:
-			lim = nv
-		}
-		c.set(i, req, lim)
-		c.bind(i, field, reason, c.want[i][k], nv)
+		c.setField(i, k, nv, reason)
 	}
 }
 
