@@ -35,9 +35,9 @@ import (
 // Before the compiler they disagreed on CPU bounds ("300m", "1e20"),
 // minHistory's default and a namespace not cached yet.
 func TestPoliciesAgentAndAggregatorAgree(t *testing.T) {
-	rounds, pods := 60, 150
+	rounds, pods := 40, 250
 	if testing.Short() {
-		rounds = 15
+		rounds = 10
 	}
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
