@@ -39,7 +39,7 @@ help:
 	@echo "bench       go test -bench over all packages"
 	@echo "fuzz        each FuzzXxx target for FUZZTIME=$(FUZZTIME)"
 	@echo "generate    regenerate the API deepcopy, CRDs, chart copies and eBPF objects; fail if the committed ones differ"
-	@echo "lint        gofmt, go vet, staticcheck $(STATICCHECK_VERSION), hack/check-imports.sh, helm lint"
+	@echo "lint        gofmt, go vet, staticcheck $(STATICCHECK_VERSION), hack/check-imports.sh (and its -selftest), helm lint"
 	@echo "deps        what is missing: apt packages (as root), Kubernetes binaries, v2 VM kernel (hack/deps.sh; make test and make demo run it)"
 	@echo "demo        (root) install what is missing, then the whole agent on a local single-node cluster, step by step"
 	@echo "demo-down   remove everything make demo started"
@@ -138,6 +138,7 @@ lint: $(STATICCHECK)
 	echo "go vet ./..."; $(GO) vet ./... || rc=1; \
 	echo "staticcheck ./..."; $(STATICCHECK) ./... || rc=1; \
 	echo "hack/check-imports.sh"; hack/check-imports.sh || rc=1; \
+	echo "hack/check-imports.sh -selftest"; hack/check-imports.sh -selftest || rc=1; \
 	echo "helm lint deploy/helm/cgpilot"; helm=$$(hack/tool.sh helm) && $$helm lint --strict deploy/helm/cgpilot || rc=1; \
 	[ $$rc = 0 ] && echo "lint: ok" || echo "lint: FAIL"; exit $$rc
 

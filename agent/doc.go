@@ -53,6 +53,9 @@
 // # Imports
 //
 // agent imports client-go, Prometheus and every cgpilot package; only cmd/*
-// and test/* import it, and its sub-packages never do (hack/check-imports.sh).
+// and test/* import it, and its sub-packages never do (hack/checkimports/walls.go).
+// policies.go feeds the RightsizePolicies and the namespaces' labels to the
+// policy compiler (api/v1alpha1/policy), which compiles and matches them
+// as the aggregator and its webhook do.
 // The agent builds on Linux only.
 package agent

@@ -749,7 +749,7 @@ func (r *rightsizer) watchPolicies(ctx context.Context) {
 	r.informers.Add(2)
 	go func() { defer r.informers.Done(); pi.namespaces.RunWithContext(ctx) }()
 	go func() { defer r.informers.Done(); pi.informer.RunWithContext(ctx) }()
-	if !cache.WaitForCacheSync(ctx.Done(), pi.informer.HasSynced, pi.namespaces.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), pi.hasSynced) {
 		return
 	}
 	r.dyn = r.c.kube.Dynamic()

@@ -47,6 +47,7 @@ import (
 	"github.com/cgpilot/cgpilot/aggregator/webhook"
 	"github.com/cgpilot/cgpilot/api/report"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
+	"github.com/cgpilot/cgpilot/api/v1alpha1/policy"
 )
 
 // ErrConfig wraps every configuration error.
@@ -175,6 +176,7 @@ type Aggregator struct {
 	pods            *kube.Pods
 	nodes           *kube.Nodes
 	quotas          *kube.Quotas
+	limits          *kube.Limits // LimitRanges, for the webhook's clamp
 	policies        *kube.Policies
 	certs           *certReloader
 	proxy           *leaderProxy
@@ -360,6 +362,7 @@ func New(cfg Config, log logr.Logger) (*Aggregator, error) {
 		a.pods.Parent = a.ownerOf
 		a.nodes = kube.NewNodes(a.cs, 10*time.Minute)
 		a.quotas = kube.NewQuotas(a.cs, 10*time.Minute)
+		a.limits = kube.NewLimits(a.cs, 10*time.Minute, a.nodes)
 	}
 	sc := state.Config{Period: cfg.Period, Grace: cfg.Grace, Step: cfg.Step}
 	if a.policies != nil {
@@ -410,6 +413,9 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	wh.Parent, wh.Now = a.parents(ctx), a.now
 	if a.quotas != nil {
 		wh.Quotas = a.quotas.In
+	}
+	if a.limits != nil {
+		wh.Limits = a.limits
 	}
 	ext := extender.New(a.Profiles, a.reg)
 	ext.Now = a.now
@@ -476,6 +482,9 @@ func (a *Aggregator) Run(ctx context.Context) error {
 			return err
 		}
 		if err := a.quotas.Start(ctx); err != nil {
+			return err
+		}
+		if err := a.limits.Start(ctx); err != nil {
 			return err
 		}
 		// Reports are judged against the pods: none is taken before the
@@ -613,12 +622,12 @@ func (a *Aggregator) policyOf(w report.Workload) trust.Policy {
 	if labels == nil {
 		return trust.Policy{}
 	}
-	pols := a.policies.Match(w.Namespace, labels)
+	pols, _ := a.policies.Match(w.Namespace, labels)
 	switch len(pols) {
 	case 0:
 		return trust.Policy{}
 	case 1:
-		return trust.Policy{Name: pols[0].Name, Mode: string(pols[0].Spec.Mode)}
+		return trust.Policy{Name: pols[0].Name, Mode: string(pols[0].Mode)}
 	}
 	var names []string
 	for _, p := range pols {
@@ -662,7 +671,7 @@ func (a *Aggregator) ownerOf(ctx context.Context, ns, kind, name string) (*repor
 // noPolicies is the webhook's matcher without an API server.
 type noPolicies struct{}
 
-func (noPolicies) Match(string, map[string]string) []*v1alpha1.RightsizePolicy { return nil }
+func (noPolicies) Match(string, map[string]string) ([]*policy.Policy, []string) { return nil, nil }
 
 func (a *Aggregator) matcher() webhook.Matcher {
 	if a.policies == nil {

@@ -11,9 +11,12 @@
 //	aggregator/analysis  coverage, released capacity, saturation, history, anomalies
 //	aggregator/profile   usage profiles (7-day max, peak hour) and hot nodes
 //	aggregator/kube      the API server: TokenReview, WorkloadRecommendation checkpoints,
-//	                     node annotations, the policy cache
+//	                     node annotations, the policy cache (fed to the policy
+//	                     compiler, api/v1alpha1/policy, which the agents share),
+//	                     LimitRanges and nodes' allocatable for the webhook's clamp
 //	aggregator/extender  the kube-scheduler extender's dynamic-weight usage score
-//	aggregator/webhook   the mutating admission webhook of Auto policies
+//	aggregator/webhook   the mutating admission webhook of Auto policies; every
+//	                     value it writes passes the compiler's clamp
 //	aggregator/web       the JSON API and the dashboard
 //
 // # Replicas

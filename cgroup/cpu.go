@@ -32,10 +32,15 @@ const (
 const DefaultPeriodUs = 100000
 
 // KubeletQuota is the CFS quota the kubelet derives from a CPU limit in
-// millicores: limit × period / 1000, at least 1 ms; no limit (≤ 0) is
-// unlimited.
+// millicores: limit × period / 1000, at least 1 ms; no limit (0) is
+// unlimited. A negative limit (a negative amount, or one that overflowed
+// int64 on its way here) is no limit at all: it gives InvalidQuota, which
+// the Writer refuses, never "unlimited".
 func KubeletQuota(milliCPU int64) Quota {
-	if milliCPU <= 0 {
+	switch {
+	case milliCPU < 0:
+		return InvalidQuota
+	case milliCPU == 0:
 		return Quota{QuotaUs: -1, PeriodUs: DefaultPeriodUs}
 	}
 	// Saturate instead of overflowing on absurd limits.
@@ -46,8 +51,13 @@ func KubeletQuota(milliCPU int64) Quota {
 	return Quota{QuotaUs: max(q, MinQuotaUs), PeriodUs: DefaultPeriodUs}
 }
 
+// InvalidQuota is KubeletQuota's answer to a negative limit; the Writer
+// refuses it (and any other quota below -1).
+var InvalidQuota = Quota{QuotaUs: math.MinInt64, PeriodUs: DefaultPeriodUs}
+
 // Quota is a CFS bandwidth limit: QuotaUs of CPU time per PeriodUs.
-// QuotaUs < 0 means unlimited.
+// QuotaUs -1 means unlimited (a quota read from the kernel's "max" or -1);
+// the Writer refuses any lower value.
 type Quota struct {
 	QuotaUs  int64
 	PeriodUs uint64
@@ -73,6 +83,9 @@ func (q Quota) String() string {
 }
 
 func checkQuota(path string, q Quota) error {
+	if q.QuotaUs < -1 {
+		return &Refusal{Path: path, Value: strconv.FormatInt(q.QuotaUs, 10), Reason: "negative: the only negative quota is -1, unlimited (this one came from a negative or overflowed CPU limit)"}
+	}
 	if q.PeriodUs < MinPeriodUs || q.PeriodUs > MaxPeriodUs {
 		return &Refusal{Path: path, Value: q.String(), Reason: fmt.Sprintf("period must be within [%d, %d] µs", MinPeriodUs, MaxPeriodUs)}
 	}
@@ -318,9 +331,15 @@ func WeightFormulaFor(runtime, version string) (WeightFormula, error) {
 
 // KubeletShares is the cpu.shares the kubelet derives from a CPU request in
 // millicores: request × 1024 / 1000, at least MinShares, at most MaxShares
-// (on v2 it becomes cpu.weight through the Writer's WeightFormula).
+// (on v2 it becomes cpu.weight through the Writer's WeightFormula); no
+// request (0) is MinShares. A negative request (a negative amount, or one
+// that overflowed int64 on its way here) gives 0, which the Writer
+// refuses.
 func KubeletShares(milliCPU int64) uint64 {
-	if milliCPU <= 0 {
+	switch {
+	case milliCPU < 0:
+		return 0
+	case milliCPU == 0:
 		return MinShares
 	}
 	s := uint64(milliCPU) * 1024 / 1000

@@ -37,7 +37,12 @@
 // ErrBadName, ErrUnsupported) and names the file and the
 // value; *FileError carries the errno, *Refusal the rule that refused. A
 // refused plan writes nothing; a plan the kernel rejects half-way is rolled
-// back.
+// back. Whatever its callers computed, the Writer refuses a value that came
+// from a negative or overflowed amount: a memory limit or memory.high below
+// -1 (v1 reads any negative limit as unlimited), a quota below -1
+// (KubeletQuota of a negative limit is InvalidQuota), shares of 0
+// (KubeletShares of a negative request); a memory margin that is no
+// fraction (NaN would turn the usage check off) is the default one.
 //
 // It imports no k8s.io/* package except k8s.io/utils/cpuset, internal/*
 // (cpulist parses every CPU list), fsnotify, and none of topology,

@@ -8,6 +8,8 @@ package cgroup_test
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -236,6 +238,41 @@ func TestKernelRefusesShrinkBelowUsage(t *testing.T) {
 		if !errors.Is(err, syscall.EBUSY) {
 			t.Errorf("naive v1 write below usage: %v, want EBUSY", err)
 		}
+	}
+}
+
+// TestKernelRefusesNegativeValues: a memory limit, a quota or shares that
+// came from a negative or overflowed amount (issue 19: an OOM bump past
+// int64, a +Inf recommendation) is refused on a real cgroup and nothing
+// is written; the kernel would have read such a v1 limit as unlimited.
+func TestKernelRefusesNegativeValues(t *testing.T) {
+	k := newPod(t, cgroup.DriverCgroupfs)
+	lim, quota, shares := int64(math.MinInt64), cgroup.KubeletQuota(-5), cgroup.KubeletShares(-5)
+	read := func() map[string]string {
+		m := map[string]string{}
+		for _, f := range []struct{ dir, file string }{{k.ctr.Memory, "memory.limit_in_bytes"}, {k.ctr.Memory, "memory.max"},
+			{k.ctr.CPU, "cpu.cfs_quota_us"}, {k.ctr.CPU, "cpu.max"}, {k.ctr.CPU, "cpu.shares"}, {k.ctr.CPU, "cpu.weight"}} {
+			if b, err := os.ReadFile(filepath.Join(f.dir, f.file)); err == nil {
+				m[f.file] = strings.TrimSpace(string(b))
+			}
+		}
+		return m
+	}
+	before := read()
+	if len(before) < 3 {
+		t.Fatalf("read only %v", before)
+	}
+	for _, set := range []cgroup.Resources{{MemoryLimit: &lim}, {Quota: &quota}, {Shares: &shares}} {
+		recs, err := cgroup.NewWriter(cgroup.WriterOptions{}).Apply(cgroup.Plan{Pod: cgroup.Target{Dirs: k.pod},
+			Containers: []cgroup.Target{{Dirs: k.ctr, Set: set}}})
+		var ref *cgroup.Refusal
+		if !errors.Is(err, cgroup.ErrRefused) || !errors.As(err, &ref) || len(recs) != 0 {
+			t.Errorf("Apply %+v: %v, %d writes", set, err, len(recs))
+		}
+		t.Log(err)
+	}
+	if after := read(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("files changed: %v → %v", before, after)
 	}
 }
 

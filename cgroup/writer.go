@@ -23,9 +23,11 @@ type Resources struct {
 	// Writer's WeightFormula.
 	Shares *uint64
 	Quota  *Quota // cpu.cfs_quota_us + cpu.cfs_period_us, or cpu.max
-	// MemoryLimit in bytes, -1 = unlimited (memory.limit_in_bytes / memory.max).
+	// MemoryLimit in bytes, -1 = unlimited (memory.limit_in_bytes /
+	// memory.max); any other negative value is refused (on v1 the kernel
+	// would read it as unlimited).
 	MemoryLimit *int64
-	// MemoryHigh in bytes, -1 = max; v2 only.
+	// MemoryHigh in bytes, -1 = max; v2 only; other negatives are refused.
 	MemoryHigh *int64
 }
 
@@ -57,7 +59,8 @@ type WriterOptions struct {
 	// DryRun records the writes Apply would do without doing them.
 	DryRun bool
 	// MemoryMargin is the fraction of current usage a lowered memory limit
-	// must keep as head room; 0 means DefaultMemoryMargin.
+	// must keep as head room; 0 (or a value that is no fraction: negative,
+	// NaN, infinite) means DefaultMemoryMargin.
 	MemoryMargin float64
 	// Weight converts shares to cpu.weight on v2 (the node runtime's formula).
 	Weight WeightFormula
@@ -77,8 +80,8 @@ type Writer struct {
 
 // NewWriter returns a Writer with options o.
 func NewWriter(o WriterOptions) *Writer {
-	if o.MemoryMargin == 0 {
-		o.MemoryMargin = DefaultMemoryMargin
+	if !(o.MemoryMargin > 0) || math.IsInf(o.MemoryMargin, 1) {
+		o.MemoryMargin = DefaultMemoryMargin // a NaN margin would turn the usage check off
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -285,6 +288,15 @@ func (a *applier) checkStatic(nodes []*node) error {
 		}
 		if s.MemoryHigh != nil && !d.Unified {
 			return &Refusal{Path: filepath.Join(d.Memory, "memory.high"), Value: strconv.FormatInt(*s.MemoryHigh, 10), Reason: "memory.high exists only on cgroup v2"}
+		}
+		for _, m := range []struct {
+			v    *int64
+			file string
+		}{{s.MemoryLimit, limitFile(d.Unified)}, {s.MemoryHigh, "memory.high"}} {
+			if m.v != nil && *m.v < -1 {
+				return &Refusal{Path: filepath.Join(d.Memory, m.file), Value: strconv.FormatInt(*m.v, 10),
+					Reason: "negative: the only negative value is -1, unlimited (this one came from a negative or overflowed amount)"}
+			}
 		}
 	}
 	return nil

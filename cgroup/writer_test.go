@@ -5,6 +5,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -190,6 +191,23 @@ func TestApplyRefusesAndWritesNothing(t *testing.T) {
 			// c1 uses 50,000,000 bytes; 54 MB < 55 MB.
 			return Plan{Pod: Target{Dirs: pod}, Containers: []Target{{Dirs: c1, Set: Resources{MemoryLimit: ptr[int64](54_000_000)}}}}
 		}, ErrRefused},
+		// Issue 19: a limit computed as +Inf or past int64 arrives as
+		// MinInt64, which v1 would read as unlimited.
+		{"memory limit negative (overflowed)", func(pod, c1, c2 Dirs) Plan {
+			return Plan{Pod: Target{Dirs: pod}, Containers: []Target{{Dirs: c1, Set: Resources{MemoryLimit: ptr[int64](math.MinInt64)}}}}
+		}, ErrRefused},
+		{"memory limit -2", func(pod, c1, c2 Dirs) Plan {
+			return Plan{Pod: Target{Dirs: pod, Set: Resources{MemoryLimit: ptr[int64](-2)}}}
+		}, ErrRefused},
+		{"quota of a negative CPU limit", func(pod, c1, c2 Dirs) Plan {
+			return Plan{Pod: Target{Dirs: pod}, Containers: []Target{{Dirs: c1, Set: Resources{Quota: ptr(KubeletQuota(-5))}}}}
+		}, ErrRefused},
+		{"quota -2", func(pod, c1, c2 Dirs) Plan {
+			return Plan{Pod: Target{Dirs: pod, Set: Resources{Quota: &Quota{-2, 100000}}}}
+		}, ErrRefused},
+		{"shares of a negative CPU request", func(pod, c1, c2 Dirs) Plan {
+			return Plan{Pod: Target{Dirs: pod, Set: Resources{Shares: ptr(KubeletShares(math.MinInt64))}}}
+		}, ErrRefused},
 		{"memory.high on v1", func(pod, c1, c2 Dirs) Plan {
 			return Plan{Pod: Target{Dirs: pod, Set: Resources{MemoryHigh: ptr[int64](1 << 30)}}}
 		}, ErrRefused},
@@ -233,6 +251,38 @@ func TestApplyRefusesAndWritesNothing(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// TestMemoryMarginNotAFraction: a margin that is no fraction (NaN would
+// make every comparison with usage false) is the default one, so the
+// usage check stays on.
+func TestMemoryMarginNotAFraction(t *testing.T) {
+	fakeCgroupfs(t)
+	for _, m := range []float64{math.NaN(), math.Inf(1), -0.5} {
+		pod, c1, _ := fakeV1Pod(t)
+		// c1 uses 50,000,000 bytes; 54 MB < 55 MB.
+		_, err := NewWriter(WriterOptions{MemoryMargin: m}).Apply(Plan{Pod: Target{Dirs: pod}, Containers: []Target{{Dirs: c1, Set: Resources{MemoryLimit: ptr[int64](54_000_000)}}}})
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "1 + 0.10") {
+			t.Errorf("margin %v: %v, want the default margin's refusal", m, err)
+		}
+	}
+}
+
+// TestKubeletValuesOfNegativeAmounts: a negative CPU amount is never read
+// as "no limit" or "no request".
+func TestKubeletValuesOfNegativeAmounts(t *testing.T) {
+	if q := KubeletQuota(-1); q == KubeletQuota(0) || checkQuota("cpu.cfs_quota_us", q) == nil {
+		t.Errorf("KubeletQuota(-1) = %v, accepted as unlimited", q)
+	}
+	if s := KubeletShares(-1); s == KubeletShares(0) || checkShares("cpu.shares", s) == nil {
+		t.Errorf("KubeletShares(-1) = %d, accepted", s)
+	}
+	if q := KubeletQuota(0); !q.Unlimited() || checkQuota("cpu.cfs_quota_us", q) != nil {
+		t.Errorf("KubeletQuota(0) = %v", q)
+	}
+	if s := KubeletShares(0); s != MinShares {
+		t.Errorf("KubeletShares(0) = %d", s)
 	}
 }
 

@@ -21,5 +21,5 @@
 // It imports cgroup, internal/loop (Options.Guard: a panicking round is
 // recovered and counted by the agent), the Prometheus client and the
 // standard library; no client-go, no other cgpilot package
-// (hack/check-imports.sh).
+// (hack/checkimports/walls.go).
 package collector

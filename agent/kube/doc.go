@@ -14,7 +14,7 @@
 //
 // It must not import k8s.io/client-go/kubernetes (or anything that does:
 // the shared informer factories, discovery, the dynamic and metadata
-// informer factories); hack/check-imports.sh enforces it for the agent's
-// binary. Tests that fake the API server use kube/kubetest, which adapts
-// a clientset.
+// informer factories); hack/checkimports/walls.go enforces it for this
+// package and the agent's binary. Tests that fake the API server use
+// kube/kubetest, which adapts a clientset (and only tests may import it).
 package kube

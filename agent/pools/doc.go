@@ -31,5 +31,7 @@
 // # Imports
 //
 // cgroup, topology, api/local and internal/*; no client-go, no k8s.io
-// package except k8s.io/utils/cpuset. Only package agent imports it.
+// package except k8s.io/utils/cpuset, tests included. Only package agent
+// imports it (and tests: cgpilotctl's, that alloc agrees with the pools,
+// and test/*) (hack/checkimports/walls.go).
 package pools

@@ -240,14 +240,14 @@ func Decide(e *Engine, p Pod, now time.Time) Decision {
 	switch {
 	case !changed:
 		d.State, d.Why = StateUnchanged, "requests are within the tolerance of the recommendation"
-	case !mode.applies():
+	case !mode.Applies():
 		d.State, d.Why = StateDryRun, "dry run: recommended, not applied"
 	case now.Before(pol.PausedUntil):
 		d.State, d.Why = StatePaused, "policy paused until "+pol.PausedUntil.UTC().Format(time.RFC3339)
 	case now.Before(p.Override.PausedUntil):
 		d.State, d.Why = StatePaused, "pod paused until "+p.Override.PausedUntil.UTC().Format(time.RFC3339)
-	case inWindow(pol, now) != "":
-		d.State, d.Why = StateAvoidWindow, "in avoid window "+inWindow(pol, now)
+	case pol.InWindow(now) != "":
+		d.State, d.Why = StateAvoidWindow, "in avoid window "+pol.InWindow(now)
 	case p.Resize != "":
 		d.State, d.Why = StateResizePending, "the last resize is "+p.Resize
 		if p.ResizeMessage != "" {
@@ -257,15 +257,6 @@ func Decide(e *Engine, p Pod, now time.Time) Decision {
 		d.State, d.Why, d.Apply = StateResize, "applying the recommendation", true
 	}
 	return d
-}
-
-func inWindow(pol *Policy, now time.Time) string {
-	for _, w := range pol.Avoid {
-		if w.covers(now) {
-			return fmt.Sprintf("%q for %v", w.Spec, w.Duration)
-		}
-	}
-	return ""
 }
 
 // target sets cd.To from the recommendation under the safety rules.

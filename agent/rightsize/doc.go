@@ -7,7 +7,8 @@
 //     decision step per workload container with a policy's overrides, and
 //     checkpointed.
 //   - policy.go: what a RightsizePolicy and a pod's cgpilot.io annotations
-//     ask, in plain Go (package agent converts the API objects).
+//     ask: the names of the policy compiler (api/v1alpha1/policy), which
+//     the agent, the aggregator and its webhook share.
 //   - decide.go: the decision for one pod: mode, pause and avoid windows,
 //     history, then per container the new requests and limits under the
 //     safety rules — never a change of QoS class, never memory below
@@ -22,7 +23,8 @@
 // ErrInvalidPolicy or ErrInvalidAnnotation, naming the field and value; a
 // pod whose input is invalid is reported, never changed.
 //
-// It imports recommend, agent/collector (its Sink) and the standard
-// library (cron parsing: robfig/cron); no client-go, no k8s.io package
-// (hack/check-imports.sh).
+// It imports recommend, agent/collector (its Sink), the policy compiler
+// api/v1alpha1/policy and the standard library; no client-go, no k8s.io/api
+// and no k8s.io package of its own: what Kubernetes means reaches it only
+// through the compiler (hack/checkimports/walls.go, tests included).
 package rightsize

@@ -2,9 +2,11 @@
 // API server besides its Lease: the WorkloadRecommendation checkpoints
 // (Checkpointer: load all at start or takeover, write changed workloads
 // within a write budget by server-side apply, delete those of workloads
-// gone), the nodes' usage-profile annotations (NodeAnnotator), and the
-// RightsizePolicy and namespace caches (Policies) that resolve a report's
-// policy and match new pods for the webhook.
+// gone), the nodes' usage-profile annotations (NodeAnnotator), the
+// RightsizePolicy and namespace caches (Policies) that feed the policy
+// compiler (api/v1alpha1/policy) to resolve a report's policy and match new
+// pods for the webhook, and the LimitRange and node caches (Limits) that
+// bound the webhook's clamp.
 //
 // Writes are budgeted because the API server is shared: at the default 20
 // checkpoint writes a second, 50,000 workloads are each written every 42
@@ -15,6 +17,7 @@
 // (the workload stays dirty); an object that does not decode is skipped at
 // load, never fatal.
 //
-// It imports client-go, api/v1alpha1 and the aggregator's state and
-// profile; nothing of agent.
+// It imports client-go, api/v1alpha1 and its compiler, and the
+// aggregator's state and profile; nothing of agent and no HTTP room
+// (hack/checkimports/walls.go).
 package kube

@@ -3,15 +3,9 @@ package kube
 import (
 	"context"
 	"fmt"
-	"sort"
-	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -20,31 +14,22 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgpilot/cgpilot/aggregator/state"
-	"github.com/cgpilot/cgpilot/api/v1alpha1"
-	"github.com/cgpilot/cgpilot/recommend"
+	"github.com/cgpilot/cgpilot/api/v1alpha1/policy"
 )
 
 // Policies caches the RightsizePolicies and the namespaces' labels: the
 // store resolves a report's policy name to its preset and overrides, the
-// webhook finds the policies that match a new pod.
+// webhook finds the policies that match a new pod. The compiler
+// (api/v1alpha1/policy, shared with the agents) compiles and matches;
+// this feeds it from the informers.
 type Policies struct {
+	index    *policy.Index
 	informer cache.SharedIndexInformer
+	handled  cache.ResourceEventHandlerRegistration // synced once the index holds the first list
 	nsLister listersv1.NamespaceLister
 	nsSynced cache.InformerSynced
 	factory  informers.SharedInformerFactory
 	dfactory dynamicinformer.DynamicSharedInformerFactory
-
-	mu     sync.Mutex
-	parsed map[string]parsedPolicy // by name, keyed also by resourceVersion
-}
-
-type parsedPolicy struct {
-	rv      string
-	policy  *v1alpha1.RightsizePolicy
-	nsSel   labels.Selector
-	podSel  labels.Selector
-	info    state.PolicyInfo
-	invalid error
 }
 
 // NewPolicies returns a cache over dc (policies) and cs (namespaces).
@@ -52,133 +37,67 @@ func NewPolicies(dc dynamic.Interface, cs kubernetes.Interface, resync time.Dura
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dc, resync)
 	f := informers.NewSharedInformerFactory(cs, resync)
 	ns := f.Core().V1().Namespaces()
-	p := &Policies{informer: df.ForResource(RightsizePolicies).Informer(), nsLister: ns.Lister(), nsSynced: ns.Informer().HasSynced,
-		factory: f, dfactory: df, parsed: map[string]parsedPolicy{}}
+	p := &Policies{index: policy.NewIndex(), informer: df.ForResource(RightsizePolicies).Informer(), nsLister: ns.Lister(),
+		nsSynced: ns.Informer().HasSynced, factory: f, dfactory: df}
+	p.handled, _ = p.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    p.upsert,
+		UpdateFunc: func(_, obj any) { p.upsert(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				p.index.Delete(u.GetName())
+			}
+		},
+	})
 	return p
+}
+
+func (p *Policies) upsert(obj any) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		p.index.Upsert(u)
+	}
 }
 
 // Start starts the informers and waits until they have synced or ctx ends.
 func (p *Policies) Start(ctx context.Context) error {
 	p.factory.Start(ctx.Done())
 	p.dfactory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), p.informer.HasSynced, p.nsSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), p.informer.HasSynced, p.handled.HasSynced, p.nsSynced) {
 		return fmt.Errorf("kube: policy and namespace caches did not sync: %w", ctx.Err())
 	}
 	return nil
 }
 
-// get parses (and memoises) the named policy.
-func (p *Policies) get(name string) (parsedPolicy, bool) {
-	obj, ok, err := p.informer.GetStore().GetByKey(name)
-	if err != nil || !ok {
-		return parsedPolicy{}, false
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return parsedPolicy{}, false
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if pp, ok := p.parsed[name]; ok && pp.rv == u.GetResourceVersion() {
-		return pp, true
-	}
-	pp := parse(u)
-	p.parsed[name] = pp
-	return pp, true
+// Info is the store's view of a compiled policy: its preset, the
+// per-resource overrides (as recommend takes them, minHistory included)
+// and its step, the values the agents act on.
+func Info(p *policy.Policy) state.PolicyInfo {
+	return state.PolicyInfo{Preset: p.Preset, Overrides: p.Overrides, Step: p.Step}
 }
 
-func parse(u *unstructured.Unstructured) parsedPolicy {
-	pp := parsedPolicy{rv: u.GetResourceVersion()}
-	var pol v1alpha1.RightsizePolicy
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pol); err != nil {
-		pp.invalid = err
-		return pp
-	}
-	pp.policy = &pol
-	var err error
-	if pp.nsSel, err = selector(pol.Spec.NamespaceSelector); err == nil {
-		pp.podSel, err = selector(pol.Spec.PodSelector)
-	}
-	if err != nil {
-		pp.invalid = err
-		return pp
-	}
-	pp.info = Info(&pol)
-	return pp
-}
+// Get returns the named policy as compiled: the object and the Policy, or
+// why it is invalid.
+func (p *Policies) Get(name string) (*policy.Entry, bool) { return p.index.Get(name) }
 
-func selector(s *metav1.LabelSelector) (labels.Selector, error) {
-	if s == nil {
-		return labels.Everything(), nil
-	}
-	return metav1.LabelSelectorAsSelector(s)
-}
-
-// Info is the store's view of a policy: its preset, the per-resource
-// overrides (as recommend takes them) and its step.
-func Info(p *v1alpha1.RightsizePolicy) state.PolicyInfo {
-	pi := state.PolicyInfo{Preset: p.Spec.Preset}
-	if p.Spec.Step != nil {
-		pi.Step = p.Spec.Step.Duration
-	}
-	conv := func(rp *v1alpha1.ResourcePolicy) recommend.ResourceOverrides {
-		var o recommend.ResourceOverrides
-		if rp == nil {
-			return o
-		}
-		o.TargetSaturation, o.Percentile = rp.TargetSaturation, rp.Percentile
-		if rp.MinAllowed != nil {
-			v := rp.MinAllowed.AsApproximateFloat64()
-			o.MinAllowed = &v
-		}
-		if rp.MaxAllowed != nil {
-			v := rp.MaxAllowed.AsApproximateFloat64()
-			o.MaxAllowed = &v
-		}
-		return o
-	}
-	pi.Overrides = recommend.Overrides{CPU: conv(p.Spec.CPU), Memory: conv(p.Spec.Memory)}
-	if p.Spec.MinHistory != nil {
-		// As the agents read it (the API server defaults it to 24h): a
-		// merged recommendation exists from the history the policy asks.
-		mh := recommend.Duration(p.Spec.MinHistory.Duration)
-		pi.Overrides.MinHistory = &mh
-	}
-	return pi
-}
-
-// Info resolves a policy name for the store.
+// Info resolves a policy name for the store: false for a policy unknown
+// or invalid (which no agent acts on either).
 func (p *Policies) Info(name string) (state.PolicyInfo, bool) {
-	pp, ok := p.get(name)
-	if !ok || pp.invalid != nil {
+	e, ok := p.index.Get(name)
+	if !ok || e.Policy == nil {
 		return state.PolicyInfo{}, false
 	}
-	return pp.info, true
+	return Info(e.Policy), true
 }
 
 // Match returns the valid policies whose selectors match a pod with
-// podLabels in namespace, sorted by name.
-func (p *Policies) Match(namespace string, podLabels map[string]string) []*v1alpha1.RightsizePolicy {
-	ns, err := p.nsLister.Get(namespace)
-	var nsLabels labels.Set
-	switch {
-	case err == nil:
-		nsLabels = ns.Labels
-	default:
-		// A namespace not in the cache yet (just created): match by the
-		// name label every namespace carries.
-		nsLabels = labels.Set{corev1.LabelMetadataName: namespace}
+// podLabels in namespace, sorted by name, and those it cannot decide
+// while the namespace is not in the cache yet.
+func (p *Policies) Match(namespace string, podLabels map[string]string) ([]*policy.Policy, []string) {
+	ns := policy.Namespace{Name: namespace}
+	if n, err := p.nsLister.Get(namespace); err == nil {
+		ns.Labels, ns.Known = n.Labels, true
 	}
-	var out []*v1alpha1.RightsizePolicy
-	for _, key := range p.informer.GetStore().ListKeys() {
-		pp, ok := p.get(key)
-		if !ok || pp.invalid != nil {
-			continue
-		}
-		if pp.nsSel.Matches(nsLabels) && pp.podSel.Matches(labels.Set(podLabels)) {
-			out = append(out, pp.policy)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return p.index.Match(ns, podLabels)
 }

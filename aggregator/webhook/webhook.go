@@ -12,7 +12,17 @@
 // the pod as written fits (the quota admission would then reject a pod
 // that would have been admitted unchanged). Quotas are checked with every
 // scope applying (a quota scoped away from the pod only makes the webhook
-// more careful). LimitRange and the policy's bounds are the shared clamp's.
+// more careful).
+//
+// The policy is resolved by the compiler the agents use
+// (api/v1alpha1/policy): the same policies select the same pods, a pod's
+// cgpilot.io/resize counts only as the policy allows (Policy.ForPod), and
+// every value passes policy.Clamp before it reaches the patch: the
+// policy's minAllowed and maxAllowed, the namespace's LimitRange and the
+// largest node's allocatable, so that a forged merged recommendation
+// (1,800 cores, 0.1 core) cannot produce a pod outside its policy or one
+// the LimitRanger would reject. What the clamp moved is written to
+// cgpilot.io/admission-clamped and reported with an Event.
 //
 // It never changes a pod's QoS class: a BestEffort pod is left alone, a
 // Guaranteed pod keeps its limits equal to its requests, and any other
@@ -27,15 +37,16 @@
 // agents report such pods (report.Container.Unadmitted) and the
 // aggregator counts those too.
 //
-// It imports k8s.io/api (admission, core), api/report (the workload rule)
-// and api/v1alpha1; no client-go beyond the Event recorder's interface.
+// It imports k8s.io/api (admission, core), api/report (the workload rule),
+// api/v1alpha1 and its compiler api/v1alpha1/policy; no client-go beyond
+// the Event recorder's interface (LimitRanges and nodes reach it through
+// Handler.Limits, as plain values).
 package webhook
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -46,10 +57,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/robfig/cron/v3"
-
 	"github.com/cgpilot/cgpilot/api/report"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
+	"github.com/cgpilot/cgpilot/api/v1alpha1/policy"
 	"github.com/cgpilot/cgpilot/recommend"
 )
 
@@ -80,10 +90,27 @@ type Recommendations interface {
 	Recommendation(report.Key) *report.WorkloadRecommendation
 }
 
-// Matcher finds the policies that match a new pod.
+// Matcher finds the compiled policies that match a new pod, and those it
+// cannot decide yet (a namespace not cached).
 type Matcher interface {
-	Match(namespace string, podLabels map[string]string) []*v1alpha1.RightsizePolicy
+	Match(namespace string, podLabels map[string]string) (matched []*policy.Policy, undecided []string)
 }
+
+// Limits gives what bounds a new pod besides its policy: the namespace's
+// LimitRanges merged (policy.AddLimitRangeItem), and the largest node's
+// allocatable (0 when unknown).
+type Limits interface {
+	LimitRange(namespace string) policy.LimitRange
+	LargestAllocatable() policy.Values
+}
+
+// AnnotationClamped is written next to cgpilot.io/admission when the
+// clamp moved a recommended value: each bound that did, e.g. "app cpu
+// request 1800→1 (PolicyMaxAllowed)".
+const AnnotationClamped = "cgpilot.io/admission-clamped"
+
+// maxClampedBytes bounds AnnotationClamped.
+const maxClampedBytes = 1024
 
 // Recorder emits Events (client-go's events.EventRecorder).
 type Recorder interface {
@@ -94,12 +121,15 @@ type Recorder interface {
 type Handler struct {
 	Recs     Recommendations
 	Policies Matcher
-	Events   Recorder
+	// Limits bounds the mutation besides the policy (nil: the policy's
+	// bounds and the package's ceilings only).
+	Limits Limits
+	// Quotas lists a namespace's ResourceQuotas (nil: none checked).
+	Quotas func(namespace string) []*corev1.ResourceQuota
+	Events Recorder
 	// Parent looks up a ReplicaSet's or Job's controller (nil: the
 	// workload rule's fallbacks).
 	Parent func(namespace string) report.ParentFunc
-	// Quotas lists a namespace's ResourceQuotas (nil: none checked).
-	Quotas func(namespace string) []*corev1.ResourceQuota
 	Leader func() bool
 	Now    func() time.Time
 	// EventEvery rate-limits Events per workload and reason (default 10 min).
@@ -183,6 +213,12 @@ func (h *Handler) review(req *admissionv1.AdmissionRequest) (resp *admissionv1.A
 	if d.Event != "" && d.Policy != nil {
 		h.event(d)
 	}
+	if d.Refused != "" && d.Policy != nil {
+		h.event(Decision{Result: "refused", Workload: d.Workload, Policy: d.Policy, Event: "AnnotationRefused", Note: d.Refused})
+	}
+	if len(d.Clamped) > 0 && d.Policy != nil {
+		h.event(Decision{Result: "clamped", Workload: d.Workload, Policy: d.Policy, Event: "RecommendationClamped", Note: policy.Bindings(d.Clamped)})
+	}
 	if len(d.Patch) == 0 {
 		return allow
 	}
@@ -218,7 +254,14 @@ func (h *Handler) event(d Decision) {
 	if h.Events != nil {
 		pol := d.Policy.DeepCopy()
 		pol.APIVersion, pol.Kind = v1alpha1.SchemeGroupVersion.String(), "RightsizePolicy"
-		h.Events.Eventf(pol, nil, corev1.EventTypeWarning, d.Event, "Admit", "pod of %s admitted unchanged: %s", d.Workload, d.Note)
+		switch d.Result {
+		case "refused":
+			h.Events.Eventf(pol, nil, corev1.EventTypeWarning, d.Event, "Admit", "pod of %s: annotations refused: %s", d.Workload, d.Note)
+		case "clamped":
+			h.Events.Eventf(pol, nil, corev1.EventTypeWarning, d.Event, "Admit", "pod of %s: the recommendation was clamped: %s", d.Workload, d.Note)
+		default:
+			h.Events.Eventf(pol, nil, corev1.EventTypeWarning, d.Event, "Admit", "pod of %s admitted unchanged: %s", d.Workload, d.Note)
+		}
 	}
 }
 
@@ -233,10 +276,17 @@ type Op struct {
 type Decision struct {
 	Result   string
 	Workload report.Workload
+	// Policy is the matched policy's object, Compiled the policy itself.
 	Policy   *v1alpha1.RightsizePolicy
+	Compiled *policy.Policy
 	Patch    []Op
 	// Event is the Event reason to report (empty: none); Note says why.
 	Event, Note string
+	// Refused are the pod's annotations its policy does not let it use
+	// (policy.Effective.Why; the policy's values applied instead).
+	Refused string
+	// Clamped are the bounds that moved a recommended value.
+	Clamped []policy.Binding
 }
 
 // Decide computes the mutation of a new pod.
@@ -256,43 +306,45 @@ func (h *Handler) Decide(pod *corev1.Pod) Decision {
 		parent = h.Parent(pod.Namespace)
 	}
 	d := Decision{Workload: report.WorkloadOf(pod.Namespace, name, owner, pod.Labels, parent)}
-	pols := h.Policies.Match(pod.Namespace, pod.Labels)
+	pols, undecided := h.Policies.Match(pod.Namespace, pod.Labels)
 	switch {
+	case len(pols) == 0 && len(undecided) > 0:
+		d.Result, d.Note = ResultNoPolicy, "the namespace is not in the policy cache yet"
+		d.Patch = annotate(pod, "namespace-unknown")
+		return d
 	case len(pols) == 0:
 		d.Result = ResultNoPolicy
 		return d
 	case len(pols) > 1:
-		d.Result, d.Policy, d.Event, d.Note = ResultConflict, pols[0], "MatchedByTwoPolicies", fmt.Sprintf("%d policies match it", len(pols))
+		d.Result, d.Compiled, d.Policy, d.Event, d.Note = ResultConflict, pols[0], pols[0].Source, "MatchedByTwoPolicies", fmt.Sprintf("%d policies match it", len(pols))
 		d.Patch = annotate(pod, "conflict")
 		return d
 	}
-	d.Policy = pols[0]
-	if d.Policy.Spec.Mode != v1alpha1.ModeAuto {
+	pol := pols[0]
+	d.Compiled, d.Policy = pol, pol.Source
+	if pol.Mode != policy.ModeAuto {
 		d.Result = ResultNotAuto
 		return d
 	}
-	if v := pod.Annotations[v1alpha1.AnnotationResize]; v == v1alpha1.ResizeOff || v == v1alpha1.ResizeDryRun {
+	// The pod's annotations, as far as its policy lets them count.
+	eff := pol.ForPod(pod.Annotations)
+	d.Refused = eff.Why()
+	if eff.Mode != policy.ModeAuto {
 		d.Result = ResultOptedOut
 		d.Patch = annotate(pod, "opted-out")
 		return d
 	}
 	now := h.Now()
-	if pu := d.Policy.Spec.PausedUntil; pu != nil && now.Before(pu.Time) {
+	_, podPause := pod.Annotations[v1alpha1.AnnotationResizePausedUntil]
+	// A pause that does not parse pauses too: the pod's owner asked for
+	// something, and changing its pod is the one thing not to do.
+	if pu := pol.PausedUntil; (!pu.IsZero() && now.Before(pu)) || now.Before(eff.PausedUntil) || (podPause && eff.PausedUntil.IsZero()) {
 		d.Result = ResultOptedOut
 		d.Patch = annotate(pod, "paused")
 		return d
 	}
-	if v := pod.Annotations[v1alpha1.AnnotationResizePausedUntil]; v != "" {
-		// A value that does not parse pauses too: the pod's owner asked
-		// for something, and changing its pod is the one thing not to do.
-		if until, err := time.Parse(time.RFC3339, v); err != nil || now.Before(until) {
-			d.Result = ResultOptedOut
-			d.Patch = annotate(pod, "paused")
-			return d
-		}
-	}
-	if inAvoidWindow(d.Policy.Spec.AvoidWindows, now) {
-		d.Result = ResultOptedOut
+	if w := pol.InWindow(now); w != "" {
+		d.Result, d.Note = ResultOptedOut, "in avoid window "+w
 		d.Patch = annotate(pod, "avoid-window")
 		return d
 	}
@@ -302,41 +354,28 @@ func (h *Handler) Decide(pod *corev1.Pod) Decision {
 		d.Patch = annotate(pod, "qos-class")
 		return d
 	}
-	mutated := pod.DeepCopy()
-	changed, stale := 0, 0
-	preset := d.Policy.Spec.Preset
-	if preset == "" {
-		preset = recommend.DefaultPreset
-	}
-	for i := range mutated.Spec.Containers {
-		c := &mutated.Spec.Containers[i]
-		rec := h.Recs.Recommendation(report.Key{Workload: d.Workload, Container: c.Name})
-		if rec == nil || rec.CPU.Target <= 0 || rec.Memory.Target <= 0 {
-			continue
-		}
-		// What an agent would not apply now is not applied here either.
-		if !now.Before(rec.FreshUntil) || rec.Policy != d.Policy.Name || rec.Preset != preset {
-			stale++
-			continue
-		}
-		if apply(c, rec, d.Policy.Spec.Limits, before == corev1.PodQOSGuaranteed) {
-			changed++
-		}
-	}
+	mutated, changed, stale := h.mutate(pod, d.Workload, pol, before == corev1.PodQOSGuaranteed, now, &d)
 	if changed == 0 && stale > 0 {
+		preset := pol.Preset
+		if preset == "" {
+			preset = recommend.DefaultPreset
+		}
 		d.Result, d.Event, d.Note = ResultStale, "StaleRecommendation",
-			fmt.Sprintf("the merged recommendation is past its freshness or of another policy or preset than %s (%s)", d.Policy.Name, preset)
+			fmt.Sprintf("the merged recommendation is past its freshness or of another policy or preset than %s (%s)", pol.Name, preset)
 		d.Patch = annotate(pod, "stale-recommendation")
+		d.Clamped = nil
 		return d
 	}
 	if changed == 0 {
 		d.Result, d.Event, d.Note = ResultNoRecommendation, "NoRecommendation", "the aggregator has no merged recommendation for its containers yet"
 		d.Patch = annotate(pod, "no-recommendation")
+		d.Clamped = nil
 		return d
 	}
 	if after := QOSClass(mutated); after != before {
 		d.Result, d.Event, d.Note = ResultQOS, "WouldChangeQOSClass", fmt.Sprintf("the recommendation would move it from %s to %s", before, after)
 		d.Patch = annotate(pod, "qos-class")
+		d.Clamped = nil
 		return d
 	}
 	if h.Quotas != nil {
@@ -344,6 +383,7 @@ func (h *Handler) Decide(pod *corev1.Pod) Decision {
 			d.Result, d.Event, d.Note = ResultQuota, "WouldExceedQuota",
 				fmt.Sprintf("the recommendation would raise %s past ResourceQuota %s, which the pod as written fits", r, q)
 			d.Patch = annotate(pod, "quota")
+			d.Clamped = nil
 			return d
 		}
 	}
@@ -352,7 +392,141 @@ func (h *Handler) Decide(pod *corev1.Pod) Decision {
 		d.Patch = append(d.Patch, Op{Op: "replace", Path: fmt.Sprintf("/spec/containers/%d/resources", i), Value: mutated.Spec.Containers[i].Resources})
 	}
 	d.Patch = append(d.Patch, annotate(pod, "applied")...)
+	if len(d.Clamped) > 0 {
+		msg := policy.Bindings(d.Clamped)
+		if len(msg) > maxClampedBytes {
+			msg = msg[:maxClampedBytes-3] + "..."
+		}
+		d.Patch = append(d.Patch, Op{Op: "add", Path: "/metadata/annotations/" + escape(AnnotationClamped), Value: msg})
+	}
 	return d
+}
+
+// mutate proposes each container's requests from its merged
+// recommendation and its limits by the policy (a Guaranteed pod's equal
+// to its requests), passes the whole pod through policy.Clamp and returns
+// the pod with the clamped values, how many containers changed and how
+// many recommendations were not used as stale (past FreshUntil, or of
+// another policy or preset: what an agent would not apply now is not
+// applied here either); the bounds that moved a value go to d.Clamped.
+func (h *Handler) mutate(pod *corev1.Pod, w report.Workload, pol *policy.Policy, guaranteed bool, now time.Time, d *Decision) (*corev1.Pod, int, int) {
+	mutated := pod.DeepCopy()
+	preset := pol.Preset
+	if preset == "" {
+		preset = recommend.DefaultPreset
+	}
+	stale := 0
+	cp := policy.ClampPod{Guaranteed: guaranteed, KeepRatio: pol.Limits == policy.LimitsKeepRatio}
+	var idx []int // the containers with a recommendation, in cp's order
+	for i := range mutated.Spec.Containers {
+		c := &mutated.Spec.Containers[i]
+		cur := policy.Requirements{Requests: policy.ValuesOf(c.Resources.Requests), Limits: policy.ValuesOf(c.Resources.Limits)}
+		rec := h.Recs.Recommendation(report.Key{Workload: w, Container: c.Name})
+		if rec != nil && (!now.Before(rec.FreshUntil) || rec.Policy != pol.Name || rec.Preset != preset) {
+			stale++
+			rec = nil
+		}
+		if rec == nil || !(rec.CPU.Target > 0) || !(rec.Memory.Target > 0) {
+			// Kept as it is, but counted in the pod's totals.
+			cp.Containers = append(cp.Containers, policy.ClampContainer{Name: c.Name, Current: cur, Want: cur})
+			continue
+		}
+		idx = append(idx, i)
+		want := propose(cur, policy.Values{CPU: rec.CPU.Target, Memory: rec.Memory.Target}, pol.Limits, guaranteed)
+		cp.Containers = append(cp.Containers, policy.ClampContainer{Name: c.Name, Current: cur, Want: want})
+	}
+	if len(idx) == 0 {
+		return mutated, 0, stale
+	}
+	var b policy.Bounds
+	if h.Limits != nil {
+		b = pol.Bounds(h.Limits.LimitRange(pod.Namespace), h.Limits.LargestAllocatable())
+	} else {
+		b = pol.Bounds(policy.LimitRange{}, policy.Values{})
+	}
+	out, binds := policy.Clamp(cp, b)
+	d.Clamped = binds
+	changed := 0
+	for _, i := range idx {
+		if write(&mutated.Spec.Containers[i], out[i]) {
+			changed++
+		}
+	}
+	return mutated, changed, stale
+}
+
+// propose is what a container's values would be with the recommended
+// requests rec, its limits following the policy's limits setting:
+// KeepRatio scales a limit with its request, Keep leaves it (and caps the
+// request at it), Unset removes it; a Guaranteed pod's limits are its
+// requests. A value the container does not have is not added but for
+// requests (which a Burstable container may lack).
+func propose(cur policy.Requirements, rec policy.Values, limits policy.Limits, guaranteed bool) policy.Requirements {
+	want := policy.Requirements{Requests: rec}
+	for _, r := range []struct {
+		req, lim *float64
+		oldReq   float64
+		oldLim   float64
+	}{
+		{&want.Requests.CPU, &want.Limits.CPU, cur.Requests.CPU, cur.Limits.CPU},
+		{&want.Requests.Memory, &want.Limits.Memory, cur.Requests.Memory, cur.Limits.Memory},
+	} {
+		switch {
+		case guaranteed:
+			*r.lim = *r.req
+		case r.oldLim == 0:
+		case limits == policy.LimitsUnset:
+		case limits == policy.LimitsKeep:
+			*r.lim, *r.req = r.oldLim, min(*r.req, r.oldLim)
+		case r.oldReq > 0: // KeepRatio
+			*r.lim = *r.req * r.oldLim / r.oldReq
+		default: // a limit without a request: the limit stays and caps the request
+			*r.lim, *r.req = r.oldLim, min(*r.req, r.oldLim)
+		}
+	}
+	return want
+}
+
+// write sets c's requests and limits to v (in whole millicores and
+// bytes): a limit of 0 is removed. It returns whether anything changed.
+func write(c *corev1.Container, v policy.Requirements) bool {
+	before := c.Resources.DeepCopy()
+	if c.Resources.Requests == nil {
+		c.Resources.Requests = corev1.ResourceList{}
+	}
+	c.Resources.Requests[corev1.ResourceCPU] = policy.CPUQuantity(v.Requests.CPU)
+	c.Resources.Requests[corev1.ResourceMemory] = policy.MemoryQuantity(v.Requests.Memory)
+	for _, l := range []struct {
+		name corev1.ResourceName
+		v    float64
+		q    func(float64) resource.Quantity
+	}{{corev1.ResourceCPU, v.Limits.CPU, policy.CPUQuantity}, {corev1.ResourceMemory, v.Limits.Memory, policy.MemoryQuantity}} {
+		switch {
+		case l.v > 0:
+			if c.Resources.Limits == nil {
+				c.Resources.Limits = corev1.ResourceList{}
+			}
+			c.Resources.Limits[l.name] = l.q(l.v)
+		case c.Resources.Limits != nil:
+			delete(c.Resources.Limits, l.name)
+		}
+	}
+	return !resourcesEqual(*before, c.Resources)
+}
+
+func resourcesEqual(a, b corev1.ResourceRequirements) bool {
+	eq := func(x, y corev1.ResourceList) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			if w, ok := y[k]; !ok || v.Cmp(w) != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return eq(a.Requests, b.Requests) && eq(a.Limits, b.Limits)
 }
 
 // annotate is the patch that sets cgpilot.io/admission.
@@ -377,51 +551,6 @@ func escape(s string) string {
 		}
 	}
 	return string(out)
-}
-
-// apply sets c's requests to the recommendation and its limits by the
-// policy; guaranteed keeps limits equal to requests. It returns whether
-// anything changed.
-func apply(c *corev1.Container, rec *report.WorkloadRecommendation, limits v1alpha1.LimitsPolicy, guaranteed bool) bool {
-	if c.Resources.Requests == nil {
-		c.Resources.Requests = corev1.ResourceList{}
-	}
-	changed := false
-	for _, r := range []struct {
-		name   corev1.ResourceName
-		target *resource.Quantity
-	}{
-		{corev1.ResourceCPU, resource.NewMilliQuantity(int64(math.Ceil(rec.CPU.Target*1000-1e-6)), resource.DecimalSI)},
-		{corev1.ResourceMemory, resource.NewQuantity(int64(math.Ceil(rec.Memory.Target)), resource.BinarySI)},
-	} {
-		oldReq, hadReq := c.Resources.Requests[r.name]
-		oldLim, hadLim := c.Resources.Limits[r.name]
-		newReq := *r.target
-		switch {
-		case guaranteed:
-			c.Resources.Limits[r.name] = newReq
-		case !hadLim:
-		case limits == v1alpha1.LimitsUnset:
-			delete(c.Resources.Limits, r.name)
-		case limits == v1alpha1.LimitsKeep:
-			if newReq.Cmp(oldLim) > 0 {
-				newReq = oldLim
-			}
-		default: // KeepRatio
-			if hadReq && oldReq.MilliValue() > 0 {
-				ratio := float64(oldLim.MilliValue()) / float64(oldReq.MilliValue())
-				lim := resource.NewMilliQuantity(int64(math.Ceil(float64(newReq.MilliValue())*ratio)), oldLim.Format)
-				c.Resources.Limits[r.name] = *lim
-			} else if newReq.Cmp(oldLim) > 0 {
-				newReq = oldLim
-			}
-		}
-		if !hadReq || oldReq.Cmp(newReq) != 0 {
-			changed = true
-		}
-		c.Resources.Requests[r.name] = newReq
-	}
-	return changed
 }
 
 // QOSClass is the pod's QoS class by the rules of the Kubernetes
@@ -453,25 +582,6 @@ func QOSClass(pod *corev1.Pod) corev1.PodQOSClass {
 		return corev1.PodQOSGuaranteed
 	}
 	return corev1.PodQOSBurstable
-}
-
-// inAvoidWindow says whether now falls in one of the windows: a window
-// opens at each time its cron schedule names (UTC) and lasts its
-// duration. A schedule that does not parse is skipped (the API server's
-// schema and the agents' validation refuse it first).
-func inAvoidWindow(ws []v1alpha1.AvoidWindow, now time.Time) bool {
-	for _, w := range ws {
-		s, err := cron.ParseStandard(w.Schedule)
-		if err != nil || w.Duration.Duration <= 0 {
-			continue
-		}
-		// A start in (now − duration, now] covers now; Next is strictly
-		// after its argument.
-		if start := s.Next(now.UTC().Add(-w.Duration.Duration)); !start.IsZero() && !start.After(now.UTC()) {
-			return true
-		}
-	}
-	return false
 }
 
 // quotaResources are the quota resources a pod's requests and limits

@@ -7,13 +7,19 @@ package v1alpha1
 // admission policy in deploy/ lets the agent change.
 const (
 	// AnnotationResize overrides the policy's mode for one pod: one of
-	// ResizeOff, ResizeDryRun, ResizeInPlace.
+	// ResizeOff, ResizeDryRun, ResizeInPlace. Only where the policy sets
+	// allowPodModeOverride, and only to a mode at most as strong as the
+	// policy's; otherwise the policy's mode applies and the pod gets a
+	// Warning Event.
 	AnnotationResize = "cgpilot.io/resize"
 	// AnnotationTargetSaturation overrides targetSaturation for both
-	// resources of the pod: a fraction in (0, 1], e.g. "0.7".
+	// resources of the pod: a fraction within the policy's
+	// podTargetSaturation (default [0.3, 1]), e.g. "0.7"; outside it the
+	// policy's saturation applies and the pod gets a Warning Event.
 	AnnotationTargetSaturation = "cgpilot.io/target-saturation"
 	// AnnotationResizePausedUntil pauses changes to the pod until an
-	// RFC 3339 time, e.g. "2026-12-24T00:00:00Z".
+	// RFC 3339 time, e.g. "2026-12-24T00:00:00Z" (pausing only ever
+	// narrows what the policy does, so every policy allows it).
 	AnnotationResizePausedUntil = "cgpilot.io/resize-paused-until"
 	// AnnotationRecommendation is written by the agent: JSON with, per
 	// container, the CPU and memory target and bounds, the policy and

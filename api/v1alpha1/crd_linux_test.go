@@ -73,6 +73,18 @@ func TestCRDOnAPIServer(t *testing.T) {
 		p.Spec.MinHistory == nil || p.Spec.MinHistory.Duration != 24*time.Hour || p.Spec.Limits != v1alpha1.LimitsKeepRatio {
 		t.Errorf("defaults: preset %q step %v minHistory %v limits %q", p.Spec.Preset, p.Spec.Step, p.Spec.MinHistory, p.Spec.Limits)
 	}
+	if ts := p.Spec.PodTargetSaturation; ts == nil || ts.Min != 0.3 || ts.Max != 1 || p.Spec.MaxOOMBumpsPerDay == nil ||
+		*p.Spec.MaxOOMBumpsPerDay != 3 || p.Spec.AllowPodModeOverride {
+		t.Errorf("pod-facing defaults: podTargetSaturation %+v maxOOMBumpsPerDay %v allowPodModeOverride %v", ts, p.Spec.MaxOOMBumpsPerDay, p.Spec.AllowPodModeOverride)
+	}
+	// A partial range gets the other end's default.
+	half, err := rsp.Create(ctx, object(t, "half", `{mode: DryRun, podTargetSaturation: {max: 0.8}}`), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lo, _, _ := unstructured.NestedFloat64(half.Object, "spec", "podTargetSaturation", "min"); lo != 0.3 {
+		t.Errorf("podTargetSaturation {max: 0.8} got min %v, want 0.3", lo)
+	}
 	// Status through its subresource only; the printer columns read it.
 	p.Status = v1alpha1.RightsizePolicyStatus{ObservedGeneration: p.Generation, MatchedPods: 3, AdjustedPods: 2, NotAdjustable: map[string]int32{"ExclusiveCPUs": 1}}
 	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p)
@@ -116,6 +128,11 @@ func TestCRDOnAPIServer(t *testing.T) {
 		{"four-field schedule", `{mode: InPlace, avoidWindows: [{schedule: "0 2 * *", duration: 1h}]}`, []string{"spec.avoidWindows[0].schedule"}},
 		{"window without duration", `{mode: InPlace, avoidWindows: [{schedule: "@daily"}]}`, []string{"spec.avoidWindows[0].duration", "Required"}},
 		{"zero window", `{mode: InPlace, avoidWindows: [{schedule: "@daily", duration: 0s}]}`, []string{"spec.avoidWindows[0].duration", "between 1s and 720h"}},
+		{"saturation range reversed", `{mode: InPlace, podTargetSaturation: {min: 0.9, max: 0.5}}`, []string{"spec.podTargetSaturation", "min must not be greater than max"}},
+		{"saturation range 0", `{mode: InPlace, podTargetSaturation: {min: 0}}`, []string{"spec.podTargetSaturation.min", "greater than 0"}},
+		{"saturation range above 1", `{mode: InPlace, podTargetSaturation: {max: 1.5}}`, []string{"spec.podTargetSaturation.max", "less than or equal to 1"}},
+		{"negative bumps", `{mode: InPlace, maxOOMBumpsPerDay: -1}`, []string{"spec.maxOOMBumpsPerDay", "greater than or equal to 0"}},
+		{"bumps above one an hour", `{mode: InPlace, maxOOMBumpsPerDay: 25}`, []string{"spec.maxOOMBumpsPerDay", "less than or equal to 24"}},
 		{"too many windows", `{mode: InPlace, avoidWindows: [` + strings.Repeat(`{schedule: "@daily", duration: 1h},`, 17) + `]}`, []string{"spec.avoidWindows", "17"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -133,6 +150,7 @@ func TestCRDOnAPIServer(t *testing.T) {
 	// Accepted edge values: the bounds themselves.
 	for i, spec := range []string{
 		`{mode: "Off"}`,
+		`{mode: Auto, allowPodModeOverride: true, maxOOMBumpsPerDay: 0, podTargetSaturation: {min: 1, max: 1}}`,
 		`{mode: Auto, cpu: {percentile: 1, targetSaturation: 1, minAllowed: 0, maxAllowed: 1}, maxChangePerStep: 1, oomFactor: 4}`,
 		`{mode: InPlace, step: 1s, minHistory: 0s, avoidWindows: [{schedule: "*/15 9-17 * * MON-FRI", duration: 720h}, {schedule: "@hourly", duration: 20s}]}`,
 		`{mode: DryRun, step: 1h30m, minHistory: 720h, pausedUntil: "2030-01-02T03:04:05Z", namespaceSelector: {}, podSelector: {matchLabels: {a: b}}}`,

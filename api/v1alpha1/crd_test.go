@@ -80,7 +80,14 @@ func TestCRDDefaults(t *testing.T) {
 			t.Errorf("spec.%s default %v, want %q", name, got, want)
 		}
 	}
-	for _, name := range []string{"mode", "cpu", "memory", "oomFactor", "maxChangePerStep", "pausedUntil", "avoidWindows"} {
+	if got := field(t, props, "maxOOMBumpsPerDay", "default"); got != float64(v1alpha1.DefaultMaxOOMBumpsPerDay) {
+		t.Errorf("spec.maxOOMBumpsPerDay default %v, want %d", got, v1alpha1.DefaultMaxOOMBumpsPerDay)
+	}
+	if got, _ := field(t, props, "podTargetSaturation", "default").(map[string]any); got["min"] != v1alpha1.DefaultPodTargetSaturationMin ||
+		got["max"] != v1alpha1.DefaultPodTargetSaturationMax {
+		t.Errorf("spec.podTargetSaturation default %v", got)
+	}
+	for _, name := range []string{"mode", "cpu", "memory", "oomFactor", "maxChangePerStep", "pausedUntil", "avoidWindows", "allowPodModeOverride"} {
 		if d := field(t, props, name, "default"); d != nil {
 			t.Errorf("spec.%s has default %v, want none", name, d)
 		}

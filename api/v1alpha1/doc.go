@@ -13,8 +13,11 @@
 // matched by two policies) the agent reports in the policy's status.
 //
 // It imports only the standard library and k8s.io/apimachinery, never
-// client-go, k8s.io/api or other cgpilot packages (hack/check-imports.sh), so
-// the agent, cgpilotctl and outside tools can all use it cheaply.
+// client-go, k8s.io/api or other cgpilot packages (hack/checkimports/walls.go),
+// so the agent, cgpilotctl and outside tools can all use it cheaply. What a
+// policy means (defaults, validation beyond the schema, matching, what a
+// pod's annotations may change, the clamp of every applied value) is its
+// compiler's, the sub-package policy.
 //
 // +kubebuilder:object:generate=true
 // +groupName=cgpilot.io

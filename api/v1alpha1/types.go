@@ -148,7 +148,60 @@ type RightsizePolicySpec struct {
 	// +listType=atomic
 	// +optional
 	AvoidWindows []AvoidWindow `json:"avoidWindows,omitempty"`
+	// PodTargetSaturation bounds the cgpilot.io/target-saturation a pod may
+	// choose for itself (default [0.3, 1]): a value outside it is refused
+	// with a Warning Event and the policy's own saturation applies. A
+	// lower saturation asks for more resources per unit of usage (0.3:
+	// requests of 3.3 times the chosen usage percentile).
+	// +kubebuilder:default={min: 0.3, max: 1}
+	// +optional
+	PodTargetSaturation *SaturationBounds `json:"podTargetSaturation,omitempty"`
+	// AllowPodModeOverride lets a pod's cgpilot.io/resize annotation
+	// choose its own mode, at most as strong as the policy's (Off <
+	// DryRun < InPlace < Auto; the annotation's values are off, dry-run
+	// and in-place). Off by default: the annotation is refused with a
+	// Warning Event and the policy's mode applies.
+	// +optional
+	AllowPodModeOverride bool `json:"allowPodModeOverride,omitempty"`
+	// MaxOOMBumpsPerDay bounds how many times in 24 hours an OOM kill
+	// raises a container's memory at once (0 to 24; default 3). Further
+	// kills are recorded and counted, and the recommendation raises memory
+	// at the next step within the policy's bounds. With the default
+	// oomFactor (0.2) three bumps raise a limit to at most 1.2^(1+2+3),
+	// about 3 times its value in a day.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=24
+	// +optional
+	MaxOOMBumpsPerDay *int32 `json:"maxOOMBumpsPerDay,omitempty"`
 }
+
+// SaturationBounds is a range of target saturations, in (0, 1].
+// +kubebuilder:validation:XValidation:rule="!has(self.min) || !has(self.max) || self.min <= self.max",message="min must not be greater than max"
+type SaturationBounds struct {
+	// Min is the lowest saturation a pod may choose (default 0.3).
+	// +kubebuilder:default=0.3
+	// +kubebuilder:validation:ExclusiveMinimum=true
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1
+	// +optional
+	Min float64 `json:"min,omitempty"`
+	// Max is the highest saturation a pod may choose (default 1).
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:ExclusiveMinimum=true
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1
+	// +optional
+	Max float64 `json:"max,omitempty"`
+}
+
+// Defaults of the pod-facing fields (the CRD's defaults; a policy that
+// did not come through the API server gets them from the compiler).
+const (
+	DefaultPodTargetSaturationMin = 0.3
+	DefaultPodTargetSaturationMax = 1.0
+	DefaultMaxOOMBumpsPerDay      = 3
+)
 
 // ResourcePolicy overrides the preset for one resource. Fields left out
 // keep the preset's values.

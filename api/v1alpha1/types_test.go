@@ -68,12 +68,14 @@ func TestJSONFieldNames(t *testing.T) {
 	f := 0.5
 	d := &metav1.Duration{Duration: time.Hour}
 	now := metav1.NewTime(time.Unix(1e9, 0))
+	bumps := int32(3)
 	p := RightsizePolicy{
 		Spec: RightsizePolicySpec{
 			NamespaceSelector: &metav1.LabelSelector{}, PodSelector: &metav1.LabelSelector{}, Mode: ModeInPlace, Preset: DefaultPreset,
 			CPU:    &ResourcePolicy{TargetSaturation: &f, Percentile: &f, MinAllowed: &q, MaxAllowed: &q},
 			Memory: &ResourcePolicy{TargetSaturation: &f}, OOMFactor: &f, MaxChangePerStep: &f, Step: d, MinHistory: d,
 			Limits: LimitsKeepRatio, PausedUntil: &now, AvoidWindows: []AvoidWindow{{Schedule: "@daily", Duration: *d}},
+			PodTargetSaturation: &SaturationBounds{Min: 0.5, Max: 0.9}, AllowPodModeOverride: true, MaxOOMBumpsPerDay: &bumps,
 		},
 		Status: RightsizePolicyStatus{ObservedGeneration: 1, MatchedPods: 1, AdjustedPods: 1, NotAdjustable: map[string]int32{"x": 1},
 			LastUpdateTime: &now, Conditions: []metav1.Condition{{Type: "Valid"}}},
@@ -87,7 +89,8 @@ func TestJSONFieldNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	for part, want := range map[string]string{
-		"spec":   "avoidWindows cpu limits maxChangePerStep memory minHistory mode namespaceSelector oomFactor pausedUntil podSelector preset step",
+		"spec": "allowPodModeOverride avoidWindows cpu limits maxChangePerStep maxOOMBumpsPerDay memory minHistory mode namespaceSelector " +
+			"oomFactor pausedUntil podSelector podTargetSaturation preset step",
 		"status": "adjustedPods conditions lastUpdateTime matchedPods notAdjustable observedGeneration",
 	} {
 		if got := strings.Join(sortedKeys(m[part]), " "); got != want {
@@ -97,6 +100,9 @@ func TestJSONFieldNames(t *testing.T) {
 	cpu, _ := m["spec"]["cpu"].(map[string]any)
 	if got := strings.Join(sortedKeys(cpu), " "); got != "maxAllowed minAllowed percentile targetSaturation" {
 		t.Errorf("cpu fields: %s", got)
+	}
+	if ts, _ := m["spec"]["podTargetSaturation"].(map[string]any); ts["min"] != 0.5 || ts["max"] != 0.9 {
+		t.Errorf("podTargetSaturation %v", ts)
 	}
 	if w := m["spec"]["avoidWindows"].([]any)[0].(map[string]any); w["schedule"] != "@daily" || w["duration"] != "1h0m0s" {
 		t.Errorf("avoid window %v", w)

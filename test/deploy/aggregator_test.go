@@ -153,6 +153,7 @@ func TestAggregatorLeastPrivilege(t *testing.T) {
 	}
 	cr := typed(t, Find(objs, "ClusterRole", "cgpilot-aggregator"), &rbacv1.ClusterRole{})
 	want := strings.Join([]string{
+		"/limitranges: get,list,watch",
 		"/namespaces: get,list,watch",
 		"/nodes: get,list,patch,watch",
 		"/pods: list,watch",
