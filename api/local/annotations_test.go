@@ -174,14 +174,13 @@ func FuzzParseAnnotations(f *testing.F) {
 				ann[k] = v
 			}
 		}
-		start := time.Now()
+		// The cost bound is the allocation, not a wall-clock time (this
+		// runs under -race on shared machines, where 50 ms was missed by
+		// the GC in allocated alone).
 		var req PodRequest
 		var err error
 		if n := allocated(func() { req, err = ParseAnnotations(ann) }); n > 1<<20 {
 			t.Fatalf("ParseAnnotations allocated %d bytes", n)
-		}
-		if d := time.Since(start); d > 50*time.Millisecond {
-			t.Fatalf("ParseAnnotations took %v", d)
 		}
 		if err != nil {
 			if !errors.Is(err, ErrInvalidAnnotation) {
