@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/utils/cpuset"
 )
@@ -121,14 +120,11 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		start := time.Now()
+		// The bound is the allocation, not a wall-clock time (-race on a
+		// shared machine); the benchmark measures the real cost.
 		var got cpuset.CPUSet
 		var err error
 		n := allocated(func() { got, err = Parse(s) })
-		if d := time.Since(start); d > 50*time.Millisecond && len(s) <= MaxLen {
-			// Generous against a loaded machine; the benchmark measures the real cost.
-			t.Errorf("Parse(%d bytes) took %v", len(s), d)
-		}
 		if n > 1<<20 {
 			t.Errorf("Parse(%d bytes) allocated %d bytes", len(s), n)
 		}
