@@ -18,6 +18,10 @@ TESTFLAGS ?=
 # The race detector is on in the unit, kernel and e2e tiers (it needs cgo
 # and a C compiler); RACE= turns it off for a quick local run.
 RACE ?= -race
+# A package's tests under -race may take minutes on a shared 2-core machine
+# (the trace replays: TestBitbrainsReference, TestLiveEqualsReplay); go
+# test's own 10-minute default ended them there.
+UNIT_TIMEOUT ?= 30m
 E2E_TIMEOUT ?= 45m
 FUZZTIME ?= 20s
 BENCHFLAGS ?= -benchmem
@@ -75,14 +79,14 @@ test-unit:
 	hack/tool.sh controller-gen >/dev/null
 	hack/tool.sh helm >/dev/null
 	$(GO) vet ./...
-	$(GO) test $(RACE) $(TESTFLAGS) ./...
-	cd test/vpacompat && $(GO) vet ./... && $(GO) test $(RACE) $(TESTFLAGS) ./...
+	$(GO) test $(RACE) -timeout $(UNIT_TIMEOUT) $(TESTFLAGS) ./...
+	cd test/vpacompat && $(GO) vet ./... && $(GO) test $(RACE) -timeout $(UNIT_TIMEOUT) $(TESTFLAGS) ./...
 
 # All packages, one at a time: kernel tests share the host's cgroups.
 # -count=1 because the results depend on the kernel, which go test cannot hash.
 test-kernel:
 	@if ! why=$$(hack/tier-check.sh kernel); then echo "test-kernel: $$why" >&2; exit 1; fi
-	CGPILOT_TEST_KERNEL=1 $(GO) test $(RACE) -count=1 -p 1 $(TESTFLAGS) ./...
+	CGPILOT_TEST_KERNEL=1 $(GO) test $(RACE) -count=1 -p 1 -timeout $(UNIT_TIMEOUT) $(TESTFLAGS) ./...
 
 test-v2:
 	@pkgs="$(or $(PKG),$(call present,$(V2_PKGS)))"; \
