@@ -9,8 +9,11 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
@@ -48,6 +51,43 @@ func TestWarnings(t *testing.T) {
 	}
 	if _, _, err := Warnings(context.Background(), func(context.Context) (*corev1.EventList, error) { return nil, errors.New("down") }); !errors.Is(err, ErrDemo) {
 		t.Errorf("list error: %v, want ErrDemo", err)
+	}
+}
+
+// TestWarningsWhileStopping: a failed readiness probe of an agent pod is
+// expected only at or after the kubelet's Killing event of that same pod;
+// before it, of another pod, or a liveness failure, it is a failure.
+func TestWarningsWhileStopping(t *testing.T) {
+	at := func(ev corev1.Event, uid string, sec int, msg string) corev1.Event {
+		ev.InvolvedObject.UID = types.UID(uid)
+		ev.FirstTimestamp = metav1.NewTime(time.Date(2026, 11, 26, 0, 16, sec, 0, time.UTC))
+		ev.Message = msg
+		return ev
+	}
+	refused := "Readiness probe failed: Get \"http://127.0.0.1:43691/readyz\": dial tcp 127.0.0.1:43691: connect: connection refused"
+	killing := at(event(corev1.EventTypeNormal, agentNS, "Pod", "cgpilot-agent-a", "Killing"), "a", 36, "Stopping container agent")
+	for _, tc := range []struct {
+		name string
+		ev   corev1.Event
+		want bool // expected
+	}{
+		{"readiness after Killing", at(event(corev1.EventTypeWarning, agentNS, "Pod", "cgpilot-agent-a", "Unhealthy"), "a", 37, refused), true},
+		{"readiness in Killing's second", at(event(corev1.EventTypeWarning, agentNS, "Pod", "cgpilot-agent-a", "Unhealthy"), "a", 36, refused), true},
+		{"readiness before Killing", at(event(corev1.EventTypeWarning, agentNS, "Pod", "cgpilot-agent-a", "Unhealthy"), "a", 35, refused), false},
+		{"readiness of a pod not stopped", at(event(corev1.EventTypeWarning, agentNS, "Pod", "cgpilot-agent-b", "Unhealthy"), "b", 40, refused), false},
+		{"liveness after Killing", at(event(corev1.EventTypeWarning, agentNS, "Pod", "cgpilot-agent-a", "Unhealthy"), "a", 37, "Liveness probe failed: timeout"), false},
+		{"another namespace's pod", at(event(corev1.EventTypeWarning, Namespace, "Pod", "cgpilot-agent-a", "Unhealthy"), "a", 37, refused), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs := &corev1.EventList{Items: []corev1.Event{killing, tc.ev}}
+			expected, others, err := Warnings(context.Background(), func(context.Context) (*corev1.EventList, error) { return evs, nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(expected) == 1 && len(others) == 0; got != tc.want {
+				t.Errorf("expected %q, others %q: want expected=%v", expected, others, tc.want)
+			}
+		})
 	}
 }
 
