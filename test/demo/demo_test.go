@@ -54,9 +54,9 @@ func TestWarnings(t *testing.T) {
 	}
 }
 
-// TestWarningsWhileStopping: a failed readiness probe of an agent pod is
-// expected only at or after the kubelet's Killing event of that same pod;
-// before it, of another pod, or a liveness failure, it is a failure.
+// TestWarningsWhileStopping: a failed readiness or liveness probe of an
+// agent pod is expected only at or after the kubelet's Killing event of
+// that same pod; before it, or of another pod, it is a failure.
 func TestWarningsWhileStopping(t *testing.T) {
 	at := func(ev corev1.Event, uid string, sec int, msg string) corev1.Event {
 		ev.InvolvedObject.UID = types.UID(uid)
@@ -75,7 +75,9 @@ func TestWarningsWhileStopping(t *testing.T) {
 		{"readiness in Killing's second", at(event(corev1.EventTypeWarning, agentNS, "Pod", "cgpilot-agent-a", "Unhealthy"), "a", 36, refused), true},
 		{"readiness before Killing", at(event(corev1.EventTypeWarning, agentNS, "Pod", "cgpilot-agent-a", "Unhealthy"), "a", 35, refused), false},
 		{"readiness of a pod not stopped", at(event(corev1.EventTypeWarning, agentNS, "Pod", "cgpilot-agent-b", "Unhealthy"), "b", 40, refused), false},
-		{"liveness after Killing", at(event(corev1.EventTypeWarning, agentNS, "Pod", "cgpilot-agent-a", "Unhealthy"), "a", 37, "Liveness probe failed: timeout"), false},
+		{"liveness after Killing", at(event(corev1.EventTypeWarning, agentNS, "Pod", "cgpilot-agent-a", "Unhealthy"), "a", 37, "Liveness probe failed: connection refused"), true},
+		{"liveness before Killing", at(event(corev1.EventTypeWarning, agentNS, "Pod", "cgpilot-agent-a", "Unhealthy"), "a", 30, "Liveness probe failed: HTTP probe failed with statuscode: 503"), false},
+		{"startup probe after Killing", at(event(corev1.EventTypeWarning, agentNS, "Pod", "cgpilot-agent-a", "Unhealthy"), "a", 37, "Startup probe failed: connection refused"), false},
 		{"another namespace's pod", at(event(corev1.EventTypeWarning, Namespace, "Pod", "cgpilot-agent-a", "Unhealthy"), "a", 37, refused), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

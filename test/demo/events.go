@@ -37,14 +37,15 @@ func (e expectedWarning) matches(ev corev1.Event) bool {
 	return o.Kind == e.kind && ev.Reason == e.reason && (e.name == "" || o.Name == e.name) && (e.namespace == "" || o.Namespace == e.namespace)
 }
 
-// whyStopping is why a failed readiness probe of an agent pod the kubelet
-// was stopping is expected: the kubelet keeps probing readiness through a
+// whyStopping is why a failed probe of an agent pod the kubelet was
+// stopping is expected: the kubelet keeps probing readiness through a
 // container's termination (kubernetes/kubernetes#122824, on purpose: load
-// balancers see the pod leave), and the agent serves its probes until its
-// last moment, but a probe sent between the process's exit and the
-// kubelet's next look at the container is refused. A readiness failure
-// before the kubelet's "Killing", and any liveness failure, stay failures.
-const whyStopping = "a readiness probe while the kubelet stopped this agent pod, after its Killing event (the kubelet probes readiness through termination)"
+// balancers see the pod leave), and liveness until its worker sees the
+// pod's deletion; the agent serves its probes until its last moment, but a
+// probe sent between the process's exit and the kubelet's next look at the
+// container is refused. Nothing is restarted for it. A failure before the
+// kubelet's "Killing" of the same pod stays a failure.
+const whyStopping = "a probe while the kubelet stopped this agent pod, at or after its Killing event (the kubelet probes through termination)"
 
 // stoppingSince maps the UID of each pod the kubelet stopped a container
 // of to the time of its first "Killing" event.
@@ -71,11 +72,13 @@ func eventTime(ev corev1.Event) time.Time {
 	return ev.EventTime.Time
 }
 
-// probedWhileStopping: ev is a failed readiness probe of an agent pod at
-// or after the kubelet began to stop it (event times have whole seconds).
+// probedWhileStopping: ev is a failed readiness or liveness probe of an
+// agent pod at or after the kubelet began to stop it (event times have
+// whole seconds).
 func probedWhileStopping(ev corev1.Event, stopping map[string]time.Time) bool {
 	o := ev.InvolvedObject
-	if o.Kind != "Pod" || o.Namespace != agentNS || ev.Reason != "Unhealthy" || !strings.HasPrefix(ev.Message, "Readiness probe") {
+	if o.Kind != "Pod" || o.Namespace != agentNS || ev.Reason != "Unhealthy" ||
+		!(strings.HasPrefix(ev.Message, "Readiness probe") || strings.HasPrefix(ev.Message, "Liveness probe")) {
 		return false
 	}
 	since, ok := stopping[string(o.UID)]
