@@ -87,7 +87,8 @@ func probedWhileStopping(ev corev1.Event, stopping map[string]time.Time) bool {
 
 // Warnings lists the Warning Events of every namespace, split into the
 // expected ones and the others, one line each ("ns/Kind/name Reason
-// (count): message").
+// (count, first hh:mm:ss): message", and when the kubelet began to stop
+// that pod).
 func Warnings(ctx context.Context, list func(context.Context) (*corev1.EventList, error)) (expected, others []string, err error) {
 	evs, err := list(ctx)
 	if err != nil {
@@ -99,7 +100,11 @@ func Warnings(ctx context.Context, list func(context.Context) (*corev1.EventList
 			continue
 		}
 		o := ev.InvolvedObject
-		line := fmt.Sprintf("%s/%s/%s %s (%d): %s", o.Namespace, o.Kind, o.Name, ev.Reason, max(ev.Count, 1), strings.TrimSpace(ev.Message))
+		line := fmt.Sprintf("%s/%s/%s %s (%d, first %s): %s", o.Namespace, o.Kind, o.Name, ev.Reason, max(ev.Count, 1),
+			eventTime(ev).UTC().Format("15:04:05"), strings.TrimSpace(ev.Message))
+		if t, ok := stopping[string(o.UID)]; ok && o.UID != "" {
+			line += fmt.Sprintf(" (the kubelet stopped this pod from %s)", t.UTC().Format("15:04:05"))
+		}
 		ok := false
 		for _, e := range expectedWarnings {
 			if e.matches(ev) {
