@@ -258,7 +258,7 @@ func (b TestBed) WriteOverlay(dir, root string) error {
 		ac, _ := actrs[0].(map[string]any)
 		aggArgs, _, _ := unstructured.NestedStringSlice(ac, "args")
 		aggImage, _, _ := unstructured.NestedString(ac, "image")
-		aggDocs, wp, gens, err := a.aggregatorOverlay(absDir, aggArgs)
+		aggDocs, wp, gens, err := a.aggregatorOverlay(absDir, aggArgs, b.APIHost, b.APIPort)
 		if err != nil {
 			return err
 		}

@@ -98,7 +98,10 @@ func (a *AggregatorBed) aggregatorArgs(base []string) ([]string, error) {
 // aggregatorOverlay returns the overlay's patches of the aggregator's
 // objects (documents of the strategic-merge patch file) and its JSON
 // patch of the webhook, and writes the certificate files into dir.
-func (a *AggregatorBed) aggregatorOverlay(dir string, aggArgs []string) (docs []any, webhookPatch string, generators string, err error) {
+// apiHost and apiPort are where it reaches the API server: the test bed
+// runs no kube-proxy, so the kubernetes Service IP that in-cluster
+// configuration reads does not route (as for the agents).
+func (a *AggregatorBed) aggregatorOverlay(dir string, aggArgs []string, apiHost, apiPort string) (docs []any, webhookPatch string, generators string, err error) {
 	args, err := a.aggregatorArgs(aggArgs)
 	if err != nil {
 		return nil, "", "", err
@@ -128,6 +131,10 @@ func (a *AggregatorBed) aggregatorOverlay(dir string, aggArgs []string) (docs []
 				"hostNetwork": true, "dnsPolicy": "ClusterFirstWithHostNet",
 				"containers": []any{map[string]any{
 					"name": "aggregator", "imagePullPolicy": "Never", "args": args,
+					"env": []any{
+						map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": apiHost},
+						map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": apiPort},
+					},
 					"ports": []any{map[string]any{"$patch": "replace"},
 						map[string]any{"name": "https", "containerPort": a.SecurePort, "protocol": "TCP"},
 						map[string]any{"name": "http", "containerPort": a.HTTPPort, "protocol": "TCP"}},

@@ -211,6 +211,16 @@ func TestTestBedAggregatorOverlay(t *testing.T) {
 		t.Errorf("aggregator: hostNetwork %v, replicas %d, flags %v, image %s %s, ports %v, probe %+v", d.Spec.Template.Spec.HostNetwork, *d.Spec.Replicas,
 			got, c.Image, c.ImagePullPolicy, c.Ports, c.ReadinessProbe.HTTPGet)
 	}
+	// In-cluster configuration must reach the API server where the agents
+	// do: the Service IP does not route on the test bed (the demo's
+	// aggregator never became ready without this).
+	aggEnv := map[string]string{}
+	for _, e := range c.Env {
+		aggEnv[e.Name] = e.Value
+	}
+	if aggEnv["KUBERNETES_SERVICE_HOST"] != b.APIHost || aggEnv["KUBERNETES_SERVICE_PORT"] != b.APIPort {
+		t.Errorf("aggregator env %v, want KUBERNETES_SERVICE_HOST/PORT %s:%s", aggEnv, b.APIHost, b.APIPort)
+	}
 	for name, v := range AggregatorFlags {
 		if _, ok := got[name]; !ok {
 			t.Errorf("the overlay drops the aggregator's flag %s=%s", name, v)
