@@ -192,7 +192,9 @@ func parentPath(p string) string {
 // container) in the pod's spec, so the raise would bypass its quota or
 // LimitRange. The pod's cgroups go back to the spec's values (what the
 // kubelet enforces), later bumps of those containers stay below the
-// refused limits, and a Warning Event says why.
+// refused limits, and a Warning Event says why. Where the container uses
+// more than the spec's limit with the cgroup package's margin (it
+// refuses a limit below usage), the write is retried at each sweep.
 func (r *rightsizer) bumpRefused(p *corev1.Pod, ref *podRef, bumped map[string]float64, cause error) {
 	names := make([]string, 0, len(bumped))
 	r.mu.Lock()
@@ -212,19 +214,61 @@ func (r *rightsizer) bumpRefused(p *corev1.Pod, ref *podRef, bumped map[string]f
 	}
 	r.mu.Unlock()
 	sort.Strings(names)
-	plan, err := r.c.podResources(p, nil)
-	if err == nil {
-		var written []cgroup.Written
-		written, err = r.c.cgroups.ApplyPodResources(plan)
-		r.c.metrics.writes.Add(float64(len(written)))
-	}
+	err := r.revert(p)
 	msg := fmt.Sprintf("pods/resize refused to keep the memory limit raised after an OOM kill (%s): %v", strings.Join(names, ", "), cause)
 	if err != nil {
-		msg += "; setting the cgroups back to the spec's values failed: " + err.Error()
+		msg += "; setting the cgroups back to the spec's values failed, retried at each sweep: " + err.Error()
+		r.mu.Lock()
+		if rp := r.pods[string(p.UID)]; rp != nil {
+			rp.revert = true
+		}
+		r.mu.Unlock()
 	} else {
 		msg += "; the cgroups are back at the spec's values, and later raises stay below the refused limit"
 	}
 	r.c.metrics.oomBumps.WithLabelValues("refused").Inc()
 	r.c.log.Info("an OOM bump was refused by the API server", "pod", ref.Namespace+"/"+ref.Name, "detail", msg)
 	r.c.events.emit(ref, pools.Event{Warning: true, Reason: local.EventMemoryRaiseRefused, Message: msg})
+}
+
+// revert writes the pod's cgroups as its spec says.
+func (r *rightsizer) revert(p *corev1.Pod) error {
+	plan, err := r.c.podResources(p, nil)
+	if err != nil {
+		return err
+	}
+	written, err := r.c.cgroups.ApplyPodResources(plan)
+	r.c.metrics.writes.Add(float64(len(written)))
+	return err
+}
+
+// revertPending retries the reverts bumpRefused could not write (each
+// sweep), until one is written or the pod is gone.
+func (r *rightsizer) revertPending() {
+	r.mu.Lock()
+	var uids []string
+	for uid, rp := range r.pods {
+		if rp.revert {
+			uids = append(uids, uid)
+		}
+	}
+	r.mu.Unlock()
+	for _, uid := range uids {
+		p := r.c.podByUID(uid)
+		if p == nil {
+			continue
+		}
+		if err := r.revert(p); err != nil {
+			r.c.log.V(1).Info("the cgroups of a refused OOM bump are not back at the spec's values yet", "pod", keyOf(p.Namespace, p.Name), "err", err.Error())
+			continue
+		}
+		r.mu.Lock()
+		if rp := r.pods[uid]; rp != nil {
+			rp.revert = false
+		}
+		r.mu.Unlock()
+		r.c.log.Info("the cgroups of a refused OOM bump are back at the spec's values", "pod", keyOf(p.Namespace, p.Name))
+		r.c.events.emit(&podRef{UID: uid, Namespace: p.Namespace, Name: p.Name}, pools.Event{Reason: local.EventMemoryRaiseReverted,
+			Message: "the memory limit pods/resize refused to keep is out of the cgroups: they are back at the spec's values"})
+	}
 }

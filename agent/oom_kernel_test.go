@@ -61,13 +61,29 @@ type oomBed struct {
 // newOOMBed runs the agent, with right-sizing on and an InPlace policy for
 // every pod, over a kubelet-style tree in a sandbox.
 func newOOMBed(t testing.TB, backend string) *oomBed {
+	return newBed(t, backend, bedOptions{})
+}
+
+// bedOptions change the bed: the policy's spec (nil: InPlace, oomFactor
+// 0.2), the Node's allocatable, and the config and fake API before the
+// agent starts.
+type bedOptions struct {
+	policy      map[string]any
+	allocatable corev1.ResourceList
+	setup       func(cfg *Config, cs *fake.Clientset)
+}
+
+func newBed(t testing.TB, backend string, o bedOptions) *oomBed {
 	t.Helper()
 	tier.Kernel(t)
 	k := cgtest.NewKubeletTree(t, "cgroupfs")
 	cs := fake.NewClientset(
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: oomNode}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: oomNode}, Status: corev1.NodeStatus{Allocatable: o.allocatable}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}},
 	)
+	if o.policy == nil {
+		o.policy = map[string]any{"mode": "InPlace", "oomFactor": 0.2}
+	}
 	cs.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{
 		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "pods", Namespaced: true, Kind: "Pod"}, {Name: "pods/resize", Namespaced: true, Kind: "Pod"}}},
 		{GroupVersion: v1alpha1.SchemeGroupVersion.String(), APIResources: []metav1.APIResource{{Name: rightsizeGVR.Resource, Kind: "RightsizePolicy"}}},
@@ -75,7 +91,7 @@ func newOOMBed(t testing.TB, backend string) *oomBed {
 	pol := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "RightsizePolicy",
 		"metadata": map[string]any{"name": "oom", "generation": int64(1)},
-		"spec":     map[string]any{"mode": "InPlace", "oomFactor": 0.2},
+		"spec":     o.policy,
 	}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{rightsizeGVR: "RightsizePolicyList"}, pol)
@@ -92,6 +108,9 @@ func newOOMBed(t testing.TB, backend string) *oomBed {
 	cfg.Rightsizing.StateDir = t.TempDir()
 	cfg.Rightsizing.SampleInterval = metav1.Duration{Duration: time.Second}
 	cfg.Rightsizing.OOMWatch = backend
+	if o.setup != nil {
+		o.setup(&cfg, cs)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := newAgent(ctx, cfg, kubetest.New(cs, dyn), nil,

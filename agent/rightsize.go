@@ -119,6 +119,9 @@ type rsPod struct {
 	// refused is the lowest memory limit pods/resize refused to keep for
 	// each container after an OOM bump: later bumps stay below it.
 	refused map[string]float64
+	// revert: the cgroups of a refused bump are not back at the spec's
+	// values yet (usage held them up); each sweep tries again.
+	revert bool
 	// original are the requests the pod had when the agent first saw it
 	// (or as its recommendation annotation remembers them): the "before"
 	// of the capacity right-sizing released.
@@ -790,6 +793,7 @@ func (r *rightsizer) sweep(ctx context.Context) {
 	if !r.apply.api {
 		r.apply.reassert()
 	}
+	r.revertPending()
 	r.forgetGone(time.Now())
 	if n, err := r.hist.Dropped(); n > 0 && err != nil {
 		r.c.log.V(1).Info("history rows dropped", "rows", n, "reason", err.Error())

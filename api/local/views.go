@@ -48,6 +48,9 @@ const (
 	// EventMemoryRaiseRefused (Warning): pods/resize refused to keep an
 	// OOM bump; the cgroup limit went back to the spec's.
 	EventMemoryRaiseRefused = "MemoryRaiseRefused"
+	// EventMemoryRaiseReverted: the cgroups of a refused OOM bump are
+	// back at the spec's values, after usage held the first write up.
+	EventMemoryRaiseReverted = "MemoryRaiseReverted"
 )
 
 // PodView is one pod in `cgpilotctl pods`.
