@@ -3,8 +3,10 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,8 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -38,28 +42,10 @@ func TestAgentClampsForgedMerged(t *testing.T) {
 		policy: map[string]any{"mode": "InPlace", "step": "1m",
 			"cpu": map[string]any{"maxAllowed": "1"}, "memory": map[string]any{"maxAllowed": "512Mi"}},
 		allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi")},
-		setup: func(cfg *Config, _ *fake.Clientset) {
-			// The reporter exists, and talks to no one: its answer is the
-			// forged one stored below (a failed fetch keeps the last).
-			cfg.Aggregator.URL = "https://127.0.0.1:1"
-			cfg.Aggregator.TokenFile = "/nonexistent/cgpilot-test-token"
-		},
+		setup:       withReporter,
 	})
 	uid, _, _ := b.pod(t, "victim")
-	r := b.a.c.rs
-	r.mu.Lock()
-	key := string(r.pods[string(uid)].workload) + "/app"
-	preset := ""
-	r.mu.Unlock()
-	if pi := r.policies(); pi != nil {
-		for _, p := range pi.all() {
-			preset = p.policy.Preset
-		}
-	}
-	w := &report.WorkloadRecommendation{Preset: preset, Nodes: 2, Samples: 1 << 20, FreshUntil: time.Now().Add(time.Hour),
-		Recommendation: report.Recommendation{CPU: report.Estimate{Target: 1800}, Memory: report.Estimate{Target: 1.7e12}}}
-	r.rep.merged.Store(&mergedIndex{generated: time.Now(), byKey: map[string]*report.WorkloadRecommendation{key: w}})
-	r.policyChanged() // decide now
+	b.forge(t, uid, 1800, 1.7e12)
 
 	var patch resizeBody
 	waitFor(t, "a resize of the victim", 20*time.Second, func() bool {
@@ -220,4 +206,106 @@ func TestOOMBumpRefusedGoesBack(t *testing.T) {
 		t.Errorf("%d reverts left to the sweep, %d MemoryRaiseReverted events", later, n)
 	}
 	t.Logf("raises asked: %s then %s; both refused and set back to %d MiB", first.String(), second.String(), oomLimitMiB)
+}
+
+// forge stores a merged recommendation for pod uid's container "app" as
+// the aggregator's answer, and makes the agent decide at once.
+func (b *oomBed) forge(t testing.TB, uid types.UID, cpu, mem float64) {
+	t.Helper()
+	r := b.a.c.rs
+	r.mu.Lock()
+	key := string(r.pods[string(uid)].workload) + "/app"
+	r.mu.Unlock()
+	preset := ""
+	for _, p := range r.policies().all() {
+		preset = p.policy.Preset
+	}
+	w := &report.WorkloadRecommendation{Preset: preset, Nodes: 2, Samples: 1 << 20, FreshUntil: time.Now().Add(time.Hour),
+		Recommendation: report.Recommendation{CPU: report.Estimate{Target: cpu}, Memory: report.Estimate{Target: mem}}}
+	r.rep.merged.Store(&mergedIndex{generated: time.Now(), byKey: map[string]*report.WorkloadRecommendation{key: w}})
+	r.policyChanged()
+}
+
+// annotate sets annotations on pod name in the (fake) API server.
+func (b *oomBed) annotate(t testing.TB, name string, ann map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := b.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	maps.Copy(p.Annotations, ann)
+	if _, err := b.cs.CoreV1().Pods("default").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stateOf is the right-sizing state of pod uid.
+func (b *oomBed) stateOf(uid types.UID) string {
+	r := b.a.c.rs
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rp := r.pods[string(uid)]; rp != nil {
+		return rp.decision.State
+	}
+	return ""
+}
+
+// withReporter gives the agent a reporter that talks to no one: its
+// answer is the one forge stores (a failed fetch keeps the last).
+func withReporter(cfg *Config, _ *fake.Clientset) {
+	cfg.Aggregator.URL = "https://127.0.0.1:1"
+	cfg.Aggregator.TokenFile = "/nonexistent/cgpilot-test-token"
+}
+
+// TestAgentPodAnnotationsCannotWiden: a tenant annotates its pod of a
+// DryRun policy with cgpilot.io/resize: in-place and a target saturation
+// of 1e-300. The agent refuses both with a RightsizeAnnotationRefused
+// Warning naming them, stays in DryRun and asks pods/resize nothing.
+func TestAgentPodAnnotationsCannotWiden(t *testing.T) {
+	b := newBed(t, "counters", bedOptions{policy: map[string]any{"mode": "DryRun", "step": "1m"}, setup: withReporter})
+	uid, _, _ := b.pod(t, "tenant")
+	b.annotate(t, "tenant", map[string]string{"cgpilot.io/resize": "in-place", "cgpilot.io/target-saturation": "1e-300"})
+	waitFor(t, "the annotations seen", 10*time.Second, func() bool {
+		p := b.a.c.podByUID(string(uid))
+		return p != nil && p.Annotations["cgpilot.io/resize"] == "in-place"
+	})
+	b.forge(t, uid, 0.5, 64<<20)
+	waitFor(t, "a RightsizeAnnotationRefused warning", 15*time.Second, func() bool {
+		return countOf(b.eventReasons("tenant"), "RightsizeAnnotationRefused") > 0
+	})
+	for _, e := range b.a.c.events.Recent("default", "tenant") {
+		if e.Reason == "RightsizeAnnotationRefused" && (!strings.Contains(e.Message, "cgpilot.io/resize") || !strings.Contains(e.Message, "cgpilot.io/target-saturation")) {
+			t.Errorf("the warning does not name both annotations: %q", e.Message)
+		}
+	}
+	waitFor(t, "a DryRun decision", 10*time.Second, func() bool { return b.stateOf(uid) == "DryRun" })
+	time.Sleep(3 * time.Second) // three more decision rounds
+	if n := len(b.resizeBodies(t, "tenant")); n != 0 || b.stateOf(uid) != "DryRun" {
+		t.Fatalf("%d resizes, state %s: an annotation widened a DryRun policy", n, b.stateOf(uid))
+	}
+}
+
+// TestAgentResizesOncePerStep: a pod resized under a 1 h step changes its
+// annotations (which makes the agent decide at once) while the
+// recommendation moves: no second resize within the step, state StepWait.
+func TestAgentResizesOncePerStep(t *testing.T) {
+	b := newBed(t, "counters", bedOptions{policy: map[string]any{"mode": "InPlace", "step": "1h"}, setup: withReporter})
+	uid, _, _ := b.pod(t, "churner")
+	b.forge(t, uid, 0.5, 64<<20)
+	waitFor(t, "the first resize", 15*time.Second, func() bool { return len(b.resizeBodies(t, "churner")) == 1 })
+	for i := range 3 {
+		b.forge(t, uid, 0.7+0.2*float64(i), 64<<20)
+		b.annotate(t, "churner", map[string]string{"tenant/poke": fmt.Sprint(i), "cgpilot.io/resize-paused-until": "2000-01-01T00:00:00Z"})
+		time.Sleep(1500 * time.Millisecond)
+	}
+	if n := len(b.resizeBodies(t, "churner")); n != 1 {
+		t.Fatalf("%d resizes within one step", n)
+	}
+	if st := b.stateOf(uid); st != "StepWait" {
+		t.Fatalf("state %s, want StepWait", st)
+	}
 }
