@@ -59,7 +59,7 @@ func newMetrics() *metrics {
 			Help: "Reconciles that panicked; the worker recovered and the pod was reported and requeued."}),
 	}
 	m.rsDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_rightsize_decisions_total",
-		Help: "Right-sizing decisions by state: Resize, DryRun, Unchanged, InsufficientHistory, Paused, AvoidWindow, ResizePending, StepWait, NotAdjustable, Conflict, InvalidAnnotation, Off."}, []string{"state"})
+		Help: "Right-sizing decisions by state: Resize, DryRun, Unchanged, InsufficientHistory, Paused, AvoidWindow, ResizePending, StepWait, NotAdjustable, Conflict, InvalidPolicy, Off."}, []string{"state"})
 	m.recChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_rightsize_dryrun_changes_total",
 		Help: "Dry-run recommendations that changed."})
 	m.resizes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_resizes_total",

@@ -81,7 +81,7 @@ type Pod struct {
 const (
 	StateOff                 = "Off"
 	StateConflict            = "Conflict"
-	StateInvalid             = "InvalidAnnotation"
+	StateInvalid             = "InvalidPolicy" // the recommender refuses the policy's overrides
 	StateNotAdjustable       = "NotAdjustable"
 	StateInsufficientHistory = "InsufficientHistory"
 	StatePaused              = "Paused"
