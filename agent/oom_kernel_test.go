@@ -82,7 +82,9 @@ func newBed(t testing.TB, backend string, o bedOptions) *oomBed {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}},
 	)
 	if o.policy == nil {
-		o.policy = map[string]any{"mode": "InPlace", "oomFactor": 0.2}
+		// As many bumps as the loop below may need (the hog needs more
+		// under -race): the default rate is TestOOMKillLoopCeiling's.
+		o.policy = map[string]any{"mode": "InPlace", "oomFactor": 0.2, "maxOOMBumpsPerDay": int64(8)}
 	}
 	cs.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{
 		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "pods", Namespaced: true, Kind: "Pod"}, {Name: "pods/resize", Namespaced: true, Kind: "Pod"}}},
