@@ -61,8 +61,8 @@ func TestAgentClampsForgedMerged(t *testing.T) {
 	}
 	res := patch.Spec.Containers[0].Resources
 	cpu, mem, lim := res.Requests[corev1.ResourceCPU], res.Requests[corev1.ResourceMemory], res.Limits[corev1.ResourceMemory]
-	if cpu.Cmp(resource.MustParse("1")) != 0 || mem.Cmp(resource.MustParse("512Mi")) != 0 || lim.Cmp(resource.MustParse("1Gi")) > 0 {
-		t.Fatalf("pods/resize asked cpu %s, memory %s, limit %s: want 1, 512Mi and at most 1Gi", cpu.String(), mem.String(), lim.String())
+	if cpu.Cmp(resource.MustParse("1")) != 0 || mem.Cmp(resource.MustParse("512Mi")) != 0 || lim.Cmp(resource.MustParse("1Gi")) != 0 {
+		t.Fatalf("pods/resize asked cpu %s, memory %s, limit %s: want 1, 512Mi and 1Gi (the spec's ratio)", cpu.String(), mem.String(), lim.String())
 	}
 	t.Logf("forged 1800 cores / 1.7 TB; asked cpu %s, memory %s, limit %s", cpu.String(), mem.String(), lim.String())
 	waitFor(t, "a RightsizeClamped event", 10*time.Second, func() bool { return countOf(b.eventReasons("victim"), "RightsizeClamped") > 0 })

@@ -323,6 +323,31 @@ var fields = []field{
 	{"memory", "limit", func(r Requirements) float64 { return r.Limits.Memory }, func(r *Requirements, v float64) { r.Limits.Memory = v }},
 }
 
+// tidyMemoryLimit rounds a memory limit the clamp scaled with its request
+// (KeepRatio: 3242493Mi × 512Mi / 1621247Mi is 1073741493 bytes) to
+// whole MiB, the unit target() writes: to the nearest where that crosses
+// no ceiling (the LimitRange's max and ratio, the node's allocatable),
+// else down where that keeps it at or above its floors (usage, the
+// request, the LimitRange's min).
+func tidyMemoryLimit(cd *ContainerDecision, c Container, p Pod) {
+	lim := cd.To.Limits.Memory
+	if lim <= 0 || lim == cd.From.Limits.Memory || lim == cd.To.Requests.Memory || math.Mod(lim, oneMiB) == 0 {
+		return // unset, unchanged, paired with its request (Guaranteed), or whole
+	}
+	lr := p.LimitRange
+	if up := math.Ceil(lim/oneMiB) * oneMiB; up-lim < lim-math.Floor(lim/oneMiB)*oneMiB {
+		fits := func(ceiling float64) bool { return ceiling <= 0 || up <= ceiling }
+		if fits(lr.Max.Memory) && fits(p.Allocatable.Memory) && fits(lr.MaxLimitRequestRatio.Memory*cd.To.Requests.Memory) && up <= apipolicy.MaxMemory {
+			cd.To.Limits.Memory = up
+			return
+		}
+	}
+	down := math.Floor(lim/oneMiB) * oneMiB
+	if down >= floorOf(c).Limits.Memory && down >= cd.To.Requests.Memory && down >= lr.Min.Memory && down > 0 {
+		cd.To.Limits.Memory = down
+	}
+}
+
 // floorOf is the least memory a container may get: its working set (the
 // request) and its usage (the limit) with the kernel's margin, in the
 // MiB target() rounds to.
@@ -359,6 +384,7 @@ func bound(cds []ContainerDecision, p Pod, pol *Policy) []apipolicy.Binding {
 			moved[[3]string{cd.Name, f.resource, f.name}] = true
 			f.set(&cd.To, f.get(out[i]))
 		}
+		tidyMemoryLimit(cd, p.Containers[i], p)
 		cd.Changed = cd.To != cd.From
 	}
 	var kept []apipolicy.Binding

@@ -42,7 +42,7 @@ func TestDecideClampsForgedMerged(t *testing.T) {
 		t.Fatalf("requests %v cores / %v MiB, want 1 core / 512 MiB (the policy's maxAllowed)", to.Requests.CPU, to.Requests.Memory/mib)
 	}
 	// KeepRatio: the limits keep the spec's ratio to the clamped requests.
-	if to.Limits.CPU != 2 || math.Abs(to.Limits.Memory-2*half) > mib {
+	if to.Limits.CPU != 2 || to.Limits.Memory != 2*half {
 		t.Fatalf("limits %v cores / %v MiB, want 2 / 1024 (the spec's ratio)", to.Limits.CPU, to.Limits.Memory/mib)
 	}
 	reasons := map[apipolicy.Reason]int{}
