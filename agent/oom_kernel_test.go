@@ -234,25 +234,37 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 	}
 }
 
-// resizePatches are the memory limits the agent asked of pods/resize for
-// pod name, in order.
-func (b *oomBed) resizePatches(t testing.TB, name string) []int64 {
+type resizeBody struct {
+	Spec struct {
+		Containers []corev1.Container `json:"containers"`
+	} `json:"spec"`
+}
+
+// resizeBodies are the pods/resize patches asked for pod name, in order.
+func (b *oomBed) resizeBodies(t testing.TB, name string) []resizeBody {
 	t.Helper()
-	var out []int64
+	var out []resizeBody
 	for _, act := range b.cs.Actions() {
 		pa, ok := act.(k8stesting.PatchAction)
 		if !ok || act.GetSubresource() != "resize" || pa.GetName() != name {
 			continue
 		}
-		var patch struct {
-			Spec struct {
-				Containers []corev1.Container `json:"containers"`
-			} `json:"spec"`
-		}
-		if err := json.Unmarshal(pa.GetPatch(), &patch); err != nil {
+		var body resizeBody
+		if err := json.Unmarshal(pa.GetPatch(), &body); err != nil {
 			t.Fatalf("resize patch %s: %v", pa.GetPatch(), err)
 		}
-		for _, c := range patch.Spec.Containers {
+		out = append(out, body)
+	}
+	return out
+}
+
+// resizePatches are the memory limits the agent asked of pods/resize for
+// pod name, in order.
+func (b *oomBed) resizePatches(t testing.TB, name string) []int64 {
+	t.Helper()
+	var out []int64
+	for _, body := range b.resizeBodies(t, name) {
+		for _, c := range body.Spec.Containers {
 			if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == "app" {
 				out = append(out, q.Value())
 			}

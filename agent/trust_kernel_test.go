@@ -4,7 +4,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"strings"
@@ -71,30 +70,6 @@ func TestAgentClampsForgedMerged(t *testing.T) {
 			t.Errorf("clamp event does not name the bound: %q", e.Message)
 		}
 	}
-}
-
-type resizeBody struct {
-	Spec struct {
-		Containers []corev1.Container `json:"containers"`
-	} `json:"spec"`
-}
-
-// resizeBodies are the pods/resize patches asked for pod name, in order.
-func (b *oomBed) resizeBodies(t testing.TB, name string) []resizeBody {
-	t.Helper()
-	var out []resizeBody
-	for _, act := range b.cs.Actions() {
-		pa, ok := act.(k8stesting.PatchAction)
-		if !ok || act.GetSubresource() != "resize" || pa.GetName() != name {
-			continue
-		}
-		var body resizeBody
-		if err := json.Unmarshal(pa.GetPatch(), &body); err != nil {
-			t.Fatalf("resize patch %s: %v", pa.GetPatch(), err)
-		}
-		out = append(out, body)
-	}
-	return out
 }
 
 // TestOOMKillLoopCeiling: a container that never fits (it wants 1 GiB) is
