@@ -70,7 +70,10 @@ func newOOMBed(t testing.TB, backend string) *oomBed {
 type bedOptions struct {
 	policy      map[string]any
 	allocatable corev1.ResourceList
-	setup       func(cfg *Config, cs *fake.Clientset)
+	// noResize: the API server serves no pods/resize (the agent writes
+	// the cgroups itself).
+	noResize bool
+	setup    func(cfg *Config, cs *fake.Clientset)
 }
 
 func newBed(t testing.TB, backend string, o bedOptions) *oomBed {
@@ -90,6 +93,11 @@ func newBed(t testing.TB, backend string, o bedOptions) *oomBed {
 		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "pods", Namespaced: true, Kind: "Pod"}, {Name: "pods/resize", Namespaced: true, Kind: "Pod"}}},
 		{GroupVersion: v1alpha1.SchemeGroupVersion.String(), APIResources: []metav1.APIResource{{Name: rightsizeGVR.Resource, Kind: "RightsizePolicy"}}},
 	}
+	if o.noResize {
+		v1 := cs.Discovery().(*fakediscovery.FakeDiscovery).Resources[0]
+		v1.APIResources = v1.APIResources[:1]
+	}
+
 	pol := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "RightsizePolicy",
 		"metadata": map[string]any{"name": "oom", "generation": int64(1)},

@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -69,6 +71,38 @@ func TestAgentClampsForgedMerged(t *testing.T) {
 		if e.Reason == "RightsizeClamped" && !strings.Contains(e.Message, "PolicyMaxAllowed") {
 			t.Errorf("clamp event does not name the bound: %q", e.Message)
 		}
+	}
+}
+
+// TestAgentClampsForgedMergedWithoutResize: the same forged answer where
+// the cluster serves no pods/resize, so the agent writes the cgroups
+// itself and no API server checks the values: the container's memory
+// limit becomes 1Gi (512Mi at the spec's ratio), not 3 TiB, and on v1 its
+// cpu.shares those of 1 core.
+func TestAgentClampsForgedMergedWithoutResize(t *testing.T) {
+	b := newBed(t, "counters", bedOptions{
+		policy: map[string]any{"mode": "InPlace", "step": "1m",
+			"cpu": map[string]any{"maxAllowed": "1"}, "memory": map[string]any{"maxAllowed": "512Mi"}},
+		noResize: true,
+		setup:    withReporter,
+	})
+	uid, _, ctrRel := b.pod(t, "victim")
+	b.forge(t, uid, 1800, 1.7e12)
+	waitFor(t, "the values written to the cgroups", 20*time.Second, func() bool { return b.stateOf(uid) == "Resize" && b.limit(t, ctrRel) != oomLimitMiB<<20 })
+	if got := b.limit(t, ctrRel); got != 1<<30 {
+		t.Fatalf("container memory limit %d, want 1Gi (the policy's 512Mi at the spec's ratio)", got)
+	}
+	if !b.k.SB.Unified {
+		raw, err := os.ReadFile(filepath.Join(b.k.SB.Path(b.k.CPUKey, ctrRel), "cpu.shares"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(raw)); got != "1024" {
+			t.Fatalf("cpu.shares %s, want 1024 (1 core)", got)
+		}
+	}
+	if n := len(b.resizeBodies(t, "victim")); n != 0 {
+		t.Fatalf("%d pods/resize requests where none is served", n)
 	}
 }
 
