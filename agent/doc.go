@@ -56,6 +56,8 @@
 // and test/* import it, and its sub-packages never do (hack/checkimports/walls.go).
 // policies.go feeds the RightsizePolicies and the namespaces' labels to the
 // policy compiler (api/v1alpha1/policy), which compiles and matches them
-// as the aggregator and its webhook do.
+// as the aggregator and its webhook do; bounds.go feeds it the namespaces'
+// LimitRanges and the node's allocatable, which with the policy's bounds
+// clamp every value right-sizing applies (step resizes and OOM bumps).
 // The agent builds on Linux only.
 package agent

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/fake"
 
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/test/cgtest"
@@ -51,7 +52,7 @@ func testEveryLoopRecovers(t *testing.T, backend string) {
 		t.Fatal(err)
 	}
 	var cfg Config
-	b := newAgentBed(t, backend, func(c *Config) {
+	b := newBed(t, backend, bedOptions{setup: func(c *Config, _ *fake.Clientset) {
 		c.HealthAddr, c.MetricsAddr = freeLoopback(t), freeLoopback(t)
 		c.SocketPath = filepath.Join(dir, "agent.sock")
 		c.Rightsizing.CheckpointInterval = metav1.Duration{Duration: time.Second}
@@ -61,7 +62,7 @@ func testEveryLoopRecovers(t *testing.T, backend string) {
 		c.Aggregator.TokenFile = token
 		c.Aggregator.ReportPeriod = metav1.Duration{Duration: 10 * time.Second}
 		cfg = *c
-	}, func(a *Agent) {
+	}, prepare: func(a *Agent) {
 		a.c.guard.Inject = func(loop string) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -71,7 +72,7 @@ func testEveryLoopRecovers(t *testing.T, backend string) {
 				panic("injected into " + loop)
 			}
 		}
-	})
+	}})
 	if got := b.a.c.rs.oom.Backend().String(); backend == "counters" && got != "counters" {
 		t.Fatalf("OOM watcher backend %s, want counters", got)
 	}

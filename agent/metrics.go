@@ -33,6 +33,7 @@ type metrics struct {
 	oomBumps    *prometheus.CounterVec // by result
 	oomLatency  prometheus.Histogram
 	resizeTime  *prometheus.HistogramVec // by phase
+	clamped     *prometheus.CounterVec   // by path: resize, oom
 }
 
 func newMetrics() *metrics {
@@ -61,7 +62,7 @@ func newMetrics() *metrics {
 		m.recovered.WithLabelValues(l) // every loop's series, at 0
 	}
 	m.rsDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_rightsize_decisions_total",
-		Help: "Right-sizing decisions by state: Resize, DryRun, Unchanged, InsufficientHistory, Paused, AvoidWindow, ResizePending, NotAdjustable, Conflict, InvalidAnnotation, Off."}, []string{"state"})
+		Help: "Right-sizing decisions by state: Resize, DryRun, Unchanged, InsufficientHistory, Paused, AvoidWindow, ResizePending, StepWait, NotAdjustable, Conflict, InvalidPolicy, Off."}, []string{"state"})
 	m.recChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_rightsize_dryrun_changes_total",
 		Help: "Dry-run recommendations that changed."})
 	m.resizes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_resizes_total",
@@ -69,7 +70,7 @@ func newMetrics() *metrics {
 	m.oomKills = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_oom_kills_total",
 		Help: "OOM kills seen, by whose cgroup: container (a tracked container), unknown."}, []string{"cgroup"})
 	m.oomBumps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_oom_bumps_total",
-		Help: "Memory raises after an OOM kill by result: written, failed, at-limit, not-applied (no InPlace policy)."}, []string{"result"})
+		Help: "Memory raises after an OOM kill by result: written, failed, at-limit (no limit, maxOOMBumpsPerDay, or at the clamp's ceiling), not-applied (no InPlace policy), refused (pods/resize refused the raise: the cgroups went back to the spec)."}, []string{"result"})
 	m.oomLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cgpilot_oom_bump_latency_seconds",
 		Help: "From an OOM kill (the kernel's time where known) to the raised limit written in the cgroup.", Buckets: buckets})
 	m.resizeTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cgpilot_resize_seconds",
@@ -77,7 +78,9 @@ func newMetrics() *metrics {
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"phase"})
 	m.apiRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_api_refused_connections_total",
 		Help: "Local API connections closed unserved, by reason: peer-not-allowed (neither uid 0 nor the socket group), no-credentials."}, []string{"reason"})
-	m.reg.MustRegister(m.rsDecisions, m.recChanges, m.resizes, m.oomKills, m.oomBumps, m.oomLatency, m.resizeTime, m.apiRefused)
+	m.clamped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_rightsize_clamped_total",
+		Help: "Changes a bound moved before they were applied (policy min/max, LimitRange, node allocatable, usage floor), by path: resize, oom."}, []string{"path"})
+	m.reg.MustRegister(m.clamped, m.rsDecisions, m.recChanges, m.resizes, m.oomKills, m.oomBumps, m.oomLatency, m.resizeTime, m.apiRefused)
 	m.reg.MustRegister(m.poolCPUs, m.exclPods, m.allocations, m.refusals, m.applyLatency, m.lateLatency, m.writes, m.writeErrors, m.drift, m.recovered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -3,14 +3,18 @@ package agent
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cgpilot/cgpilot/agent/oomwatch"
 	"github.com/cgpilot/cgpilot/agent/pools"
 	"github.com/cgpilot/cgpilot/agent/rightsize"
 	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/api/v1alpha1/policy"
 	"github.com/cgpilot/cgpilot/cgroup"
 	"github.com/cgpilot/cgpilot/recommend"
 )
@@ -19,8 +23,13 @@ import (
 // container's memory limit at once by the documented formula (rightsize.
 // OOMBump) with a direct, leveled cgroup write of pod and container, then
 // through pods/resize so that the kubelet agrees with the cgroup. Only
-// pods whose policy applies changes (InPlace, Auto) are bumped; every kill
-// is recorded in the histograms, counted and reported.
+// pods whose effective mode applies changes (InPlace, Auto; a pod's
+// annotation only narrows its policy's) are bumped, at most
+// maxOOMBumpsPerDay times a container, never past the one clamp
+// (policy.Clamp: the LimitRange, the node's allocatable) nor to a limit
+// pods/resize refused; when the API refuses the raise, the cgroup goes
+// back to the spec's value (resize.go). Every kill is recorded in the
+// histograms, counted and reported.
 
 // oomLoop handles kills until the watcher closes.
 func (r *rightsizer) oomLoop(ctx context.Context) {
@@ -86,28 +95,25 @@ func (r *rightsizer) onOOM(ev oomwatch.Event) {
 	msg := fmt.Sprintf("container %s OOM-killed (%s) at memory limit %s", ref.container, victim, local.FormatMemory(c.Spec.Limits.Memory))
 	r.c.events.emit(who, pools.Event{Warning: true, Reason: "OOMKilled", Message: msg})
 
-	pol, mode := policyOf(in)
-	if pol == nil || (mode != rightsize.ModeInPlace && mode != rightsize.ModeAuto) {
+	pol, eff := rightsize.Effective(in)
+	if pol == nil || !eff.Mode.Applies() {
 		r.c.metrics.oomBumps.WithLabelValues("not-applied").Inc()
 		return
 	}
-	factor := 0.0
-	if pol.OOMFactor != nil {
-		factor = *pol.OOMFactor
-	} else if preset, err := recommend.Preset(pol.Preset); err == nil {
-		factor = preset.OOMFactor
-	}
-	maxAllowed := 0.0
-	if m := pol.Overrides.Memory.MaxAllowed; m != nil {
-		maxAllowed = *m
-	}
 	kills := r.engine.Kills(ref.uid+"/"+ref.container, ev.Time, rightsize.OOMWindow)
-	to, ok := rightsize.OOMBump(c, in.QoS, usage, factor, kills, maxAllowed)
-	if !ok {
+	r.mu.Lock()
+	bumps := recent(rp.oomBumps[ref.container], ev.Time, rightsize.OOMWindow)
+	r.mu.Unlock()
+	to, clamped, why := rightsize.OOMBump(in, pol, ref.container, usage, kills, len(bumps))
+	if why != "" {
 		r.c.metrics.oomBumps.WithLabelValues("at-limit").Inc()
 		r.c.events.emit(who, pools.Event{Warning: true, Reason: "MemoryNotRaised",
-			Message: fmt.Sprintf("container %s: no container limit to raise, or already at maxAllowed", ref.container)})
+			Message: fmt.Sprintf("container %s: memory limit not raised: %s", ref.container, why)})
 		return
+	}
+	if len(clamped) > 0 {
+		r.c.metrics.clamped.WithLabelValues("oom").Inc()
+		r.c.log.Info("an OOM bump was clamped", "pod", keyOf(p.Namespace, p.Name), "policy", pol.Name, "bounds", policy.Bindings(clamped))
 	}
 	if err := r.bumpCgroups(ref.uid, ctr, c.Spec.Limits.Memory, to.Limits.Memory); err != nil {
 		r.c.metrics.oomBumps.WithLabelValues("failed").Inc()
@@ -127,28 +133,34 @@ func (r *rightsizer) onOOM(ev oomwatch.Event) {
 		}
 	}
 	r.mu.Lock()
+	if rp.oomBumps == nil {
+		rp.oomBumps = map[string][]time.Time{}
+	}
+	rp.oomBumps[ref.container] = append(bumps, ev.Time)
 	if rp.oomFloor == nil {
 		rp.oomFloor = map[string]float64{}
 	}
 	rp.oomFloor[ref.container] = to.Limits.Memory
 	rp.oomFloorUntil = ev.Time.Add(rightsize.OOMWindow)
 	r.mu.Unlock()
-	summary := fmt.Sprintf("%s: memory limit %s→%s after %d OOM kill(s) in %v", ref.container,
-		local.FormatMemory(c.Spec.Limits.Memory), local.FormatMemory(to.Limits.Memory), kills, rightsize.OOMWindow)
+	summary := fmt.Sprintf("%s: memory limit %s→%s after %d OOM kill(s) in %v (bump %d of at most %d)", ref.container,
+		local.FormatMemory(c.Spec.Limits.Memory), local.FormatMemory(to.Limits.Memory), kills, rightsize.OOMWindow, len(bumps)+1, pol.MaxOOMBumpsPerDay)
+	if len(clamped) > 0 {
+		summary += "; clamped: " + policy.Bindings(clamped)
+	}
 	r.c.events.emit(who, pools.Event{Reason: "MemoryRaised", Message: summary})
-	r.apply.request(p, map[string]rightsize.Requirements{ref.container: to}, "OOMBump", summary)
+	r.apply.requestBump(p, ref.container, to, summary)
 }
 
-// policyOf is the single policy in force and the effective mode.
-func policyOf(in rightsize.Pod) (*rightsize.Policy, rightsize.Mode) {
-	if in.OverrideErr != nil || len(in.Policies) != 1 {
-		return nil, rightsize.ModeOff
+// recent are the times in ts within window before now.
+func recent(ts []time.Time, now time.Time, window time.Duration) []time.Time {
+	var out []time.Time
+	for _, t := range ts {
+		if now.Sub(t) < window {
+			out = append(out, t)
+		}
 	}
-	mode := in.Policies[0].Mode
-	if in.Override.Mode != "" {
-		mode = in.Override.Mode
-	}
-	return in.Policies[0], mode
+	return out
 }
 
 // bumpCgroups raises a container's memory limit, and its pod's by as much
@@ -178,4 +190,89 @@ func parentPath(p string) string {
 		}
 	}
 	return "/"
+}
+
+// bumpRefused: the API server refused to keep OOM bumps (bumped, by
+// container) in the pod's spec, so the raise would bypass its quota or
+// LimitRange. The pod's cgroups go back to the spec's values (what the
+// kubelet enforces), later bumps of those containers stay below the
+// refused limits, and a Warning Event says why. Where the container uses
+// more than the spec's limit with the cgroup package's margin (it
+// refuses a limit below usage), the write is retried at each sweep.
+func (r *rightsizer) bumpRefused(p *corev1.Pod, ref *podRef, bumped map[string]float64, cause error) {
+	names := make([]string, 0, len(bumped))
+	r.mu.Lock()
+	rp := r.pods[string(p.UID)]
+	for name, v := range bumped {
+		names = append(names, fmt.Sprintf("%s at %s", name, local.FormatMemory(v)))
+		if rp == nil {
+			continue
+		}
+		if rp.refused == nil {
+			rp.refused = map[string]float64{}
+		}
+		if cur, ok := rp.refused[name]; !ok || v < cur {
+			rp.refused[name] = v
+		}
+		delete(rp.oomFloor, name)
+	}
+	r.mu.Unlock()
+	sort.Strings(names)
+	err := r.revert(p)
+	msg := fmt.Sprintf("pods/resize refused to keep the memory limit raised after an OOM kill (%s): %v", strings.Join(names, ", "), cause)
+	if err != nil {
+		msg += "; setting the cgroups back to the spec's values failed, retried at each sweep: " + err.Error()
+		r.mu.Lock()
+		if rp := r.pods[string(p.UID)]; rp != nil {
+			rp.revert = true
+		}
+		r.mu.Unlock()
+	} else {
+		msg += "; the cgroups are back at the spec's values, and later raises stay below the refused limit"
+	}
+	r.c.metrics.oomBumps.WithLabelValues("refused").Inc()
+	r.c.log.Info("an OOM bump was refused by the API server", "pod", ref.Namespace+"/"+ref.Name, "detail", msg)
+	r.c.events.emit(ref, pools.Event{Warning: true, Reason: local.EventMemoryRaiseRefused, Message: msg})
+}
+
+// revert writes the pod's cgroups as its spec says.
+func (r *rightsizer) revert(p *corev1.Pod) error {
+	plan, err := r.c.podResources(p, nil)
+	if err != nil {
+		return err
+	}
+	written, err := r.c.cgroups.ApplyPodResources(plan)
+	r.c.metrics.writes.Add(float64(len(written)))
+	return err
+}
+
+// revertPending retries the reverts bumpRefused could not write (each
+// sweep), until one is written or the pod is gone.
+func (r *rightsizer) revertPending() {
+	r.mu.Lock()
+	var uids []string
+	for uid, rp := range r.pods {
+		if rp.revert {
+			uids = append(uids, uid)
+		}
+	}
+	r.mu.Unlock()
+	for _, uid := range uids {
+		p := r.c.podByUID(uid)
+		if p == nil {
+			continue
+		}
+		if err := r.revert(p); err != nil {
+			r.c.log.V(1).Info("the cgroups of a refused OOM bump are not back at the spec's values yet", "pod", keyOf(p.Namespace, p.Name), "err", err.Error())
+			continue
+		}
+		r.mu.Lock()
+		if rp := r.pods[uid]; rp != nil {
+			rp.revert = false
+		}
+		r.mu.Unlock()
+		r.c.log.Info("the cgroups of a refused OOM bump are back at the spec's values", "pod", keyOf(p.Namespace, p.Name))
+		r.c.events.emit(&podRef{UID: uid, Namespace: p.Namespace, Name: p.Name}, pools.Event{Reason: local.EventMemoryRaiseReverted,
+			Message: "the memory limit pods/resize refused to keep is out of the cgroups: they are back at the spec's values"})
+	}
 }

@@ -61,26 +61,50 @@ type oomBed struct {
 
 // newOOMBed runs the agent, with right-sizing on and an InPlace policy for
 // every pod, over a kubelet-style tree in a sandbox.
-func newOOMBed(t testing.TB, backend string) *oomBed { return newAgentBed(t, backend, nil, nil) }
+func newOOMBed(t testing.TB, backend string) *oomBed {
+	return newBed(t, backend, bedOptions{})
+}
 
-// newAgentBed is newOOMBed with the config changed by tweak and the agent
-// prepared before it runs (either may be nil).
-func newAgentBed(t testing.TB, backend string, tweak func(*Config), prepare func(*Agent)) *oomBed {
+// bedOptions change the bed: the policy's spec (nil: InPlace, oomFactor
+// 0.2), the Node's allocatable, and the config and fake API before the
+// agent starts.
+type bedOptions struct {
+	policy      map[string]any
+	allocatable corev1.ResourceList
+	// noResize: the API server serves no pods/resize (the agent writes
+	// the cgroups itself).
+	noResize bool
+	setup    func(cfg *Config, cs *fake.Clientset)
+	// prepare runs on the agent before it runs.
+	prepare func(*Agent)
+}
+
+func newBed(t testing.TB, backend string, o bedOptions) *oomBed {
 	t.Helper()
 	tier.Kernel(t)
 	k := cgtest.NewKubeletTree(t, "cgroupfs")
 	cs := fake.NewClientset(
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: oomNode}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: oomNode}, Status: corev1.NodeStatus{Allocatable: o.allocatable}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}},
 	)
+	if o.policy == nil {
+		// As many bumps as the loop below may need (the hog needs more
+		// under -race): the default rate is TestOOMKillLoopCeiling's.
+		o.policy = map[string]any{"mode": "InPlace", "oomFactor": 0.2, "maxOOMBumpsPerDay": int64(8)}
+	}
 	cs.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{
 		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "pods", Namespaced: true, Kind: "Pod"}, {Name: "pods/resize", Namespaced: true, Kind: "Pod"}}},
 		{GroupVersion: v1alpha1.SchemeGroupVersion.String(), APIResources: []metav1.APIResource{{Name: rightsizeGVR.Resource, Kind: "RightsizePolicy"}}},
 	}
+	if o.noResize {
+		v1 := cs.Discovery().(*fakediscovery.FakeDiscovery).Resources[0]
+		v1.APIResources = v1.APIResources[:1]
+	}
+
 	pol := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "RightsizePolicy",
 		"metadata": map[string]any{"name": "oom", "generation": int64(1)},
-		"spec":     map[string]any{"mode": "InPlace", "oomFactor": 0.2},
+		"spec":     o.policy,
 	}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{rightsizeGVR: "RightsizePolicyList"}, pol)
@@ -97,8 +121,8 @@ func newAgentBed(t testing.TB, backend string, tweak func(*Config), prepare func
 	cfg.Rightsizing.StateDir = t.TempDir()
 	cfg.Rightsizing.SampleInterval = metav1.Duration{Duration: time.Second}
 	cfg.Rightsizing.OOMWatch = backend
-	if tweak != nil {
-		tweak(&cfg)
+	if o.setup != nil {
+		o.setup(&cfg, cs)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -108,8 +132,8 @@ func newAgentBed(t testing.TB, backend string, tweak func(*Config), prepare func
 		cancel()
 		t.Fatal(err)
 	}
-	if prepare != nil {
-		prepare(a)
+	if o.prepare != nil {
+		o.prepare(a)
 	}
 	if a.c.rs == nil || a.c.rs.oom == nil {
 		cancel()
@@ -231,25 +255,37 @@ func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool)
 	}
 }
 
-// resizePatches are the memory limits the agent asked of pods/resize for
-// pod name, in order.
-func (b *oomBed) resizePatches(t testing.TB, name string) []int64 {
+type resizeBody struct {
+	Spec struct {
+		Containers []corev1.Container `json:"containers"`
+	} `json:"spec"`
+}
+
+// resizeBodies are the pods/resize patches asked for pod name, in order.
+func (b *oomBed) resizeBodies(t testing.TB, name string) []resizeBody {
 	t.Helper()
-	var out []int64
+	var out []resizeBody
 	for _, act := range b.cs.Actions() {
 		pa, ok := act.(k8stesting.PatchAction)
 		if !ok || act.GetSubresource() != "resize" || pa.GetName() != name {
 			continue
 		}
-		var patch struct {
-			Spec struct {
-				Containers []corev1.Container `json:"containers"`
-			} `json:"spec"`
-		}
-		if err := json.Unmarshal(pa.GetPatch(), &patch); err != nil {
+		var body resizeBody
+		if err := json.Unmarshal(pa.GetPatch(), &body); err != nil {
 			t.Fatalf("resize patch %s: %v", pa.GetPatch(), err)
 		}
-		for _, c := range patch.Spec.Containers {
+		out = append(out, body)
+	}
+	return out
+}
+
+// resizePatches are the memory limits the agent asked of pods/resize for
+// pod name, in order.
+func (b *oomBed) resizePatches(t testing.TB, name string) []int64 {
+	t.Helper()
+	var out []int64
+	for _, body := range b.resizeBodies(t, name) {
+		for _, c := range body.Spec.Containers {
 			if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == "app" {
 				out = append(out, q.Value())
 			}

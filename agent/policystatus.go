@@ -64,7 +64,7 @@ func (r *rightsizer) countsByPolicy() map[string]*nodeCounts {
 			case rp.decision.State == rightsize.StateNotAdjustable:
 				n.notAdjustable["BestEffort"]++
 			case rp.decision.State == rightsize.StateInvalid:
-				n.notAdjustable["InvalidAnnotation"]++
+				n.notAdjustable["InvalidPolicy"]++
 			default:
 				for _, cd := range rp.decision.Containers {
 					if cd.CPUNote == rightsize.NoteExclusiveCPUs {

@@ -223,7 +223,7 @@ func adjustability(in rightsize.Pod, d rightsize.Decision) (bool, string) {
 	case rightsize.StateConflict:
 		return false, "MatchedByTwoPolicies"
 	case rightsize.StateInvalid:
-		return false, "InvalidAnnotation"
+		return false, "InvalidPolicy"
 	case rightsize.StateNotAdjustable:
 		return false, in.QoS
 	case rightsize.StateOff:

@@ -47,6 +47,10 @@ type change struct {
 	reason     string // Resize | OOMBump
 	summary    string
 	decided    time.Time // when the change was asked (its latency's start)
+	// bumped are the memory limits OOM bumps already wrote to the
+	// cgroups, by container: what goes back to the spec's value if the
+	// API server refuses to keep them.
+	bumped map[string]float64
 }
 
 // applier sends changes from its own queue, so an API server that is away
@@ -87,11 +91,31 @@ func resizeRateLimiter() workqueue.TypedRateLimiter[string] {
 		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)})
 }
 
+// requestBump queues the durable half of an OOM bump, whose limit is in
+// the cgroups already.
+func (a *applier) requestBump(p *corev1.Pod, container string, to rightsize.Requirements, summary string) {
+	a.queue(p, change{containers: map[string]rightsize.Requirements{container: to}, reason: "OOMBump", summary: summary,
+		bumped: map[string]float64{container: to.Limits.Memory}})
+}
+
 // request queues a change; a later one for the same pod replaces it, but
 // an OOM bump is kept under a later step change (memory only grows).
 func (a *applier) request(p *corev1.Pod, containers map[string]rightsize.Requirements, reason, summary string) {
+	a.queue(p, change{containers: containers, reason: reason, summary: summary})
+}
+
+func (a *applier) queue(p *corev1.Pod, ch change) {
 	key := keyOf(p.Namespace, p.Name)
+	containers := ch.containers
 	a.mu.Lock()
+	if old, ok := a.want[key]; ok && old.uid == string(p.UID) && len(old.bumped) > 0 {
+		if ch.bumped == nil {
+			ch.bumped = map[string]float64{}
+		}
+		for name, v := range old.bumped {
+			ch.bumped[name] = max(ch.bumped[name], v)
+		}
+	}
 	if old, ok := a.want[key]; ok && old.uid == string(p.UID) && old.reason == "OOMBump" {
 		for name, to := range old.containers {
 			next, ok := containers[name]
@@ -104,7 +128,8 @@ func (a *applier) request(p *corev1.Pod, containers map[string]rightsize.Require
 			containers[name] = next
 		}
 	}
-	a.want[key] = change{uid: string(p.UID), containers: containers, reason: reason, summary: summary, decided: time.Now()}
+	ch.uid, ch.decided = string(p.UID), time.Now()
+	a.want[key] = ch
 	a.mu.Unlock()
 	a.q.Add(key)
 }
@@ -193,9 +218,13 @@ func (a *applier) applyOne(ctx context.Context, key string) error {
 		return err
 	case apierrors.IsInvalid(err), apierrors.IsForbidden(err), apierrors.IsBadRequest(err):
 		// The API server refused this change: retried at the next step
-		// with a fresh decision, not in a loop.
+		// with a fresh decision, not in a loop. An OOM bump it refused
+		// (a quota, a LimitRange) does not stay in the cgroups.
 		done()
 		a.report(pod, ref, ch, stateFailed, err)
+		if len(ch.bumped) > 0 {
+			a.r.bumpRefused(pod, ref, ch.bumped, err)
+		}
 		return nil
 	}
 	return err // the API server away: retried with backoff

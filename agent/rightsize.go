@@ -25,6 +25,7 @@ import (
 	"github.com/cgpilot/cgpilot/agent/rightsize"
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
+	"github.com/cgpilot/cgpilot/api/v1alpha1/policy"
 	"github.com/cgpilot/cgpilot/cgroup"
 	"github.com/cgpilot/cgpilot/recommend"
 )
@@ -47,6 +48,9 @@ type rightsizer struct {
 	oom    *oomwatch.Watcher
 	owners *ownerCache
 	apply  *applier
+	// bounds are the namespaces' LimitRanges and the node's allocatable,
+	// for the clamp.
+	bounds *nodeBounds
 	// rep reports to the cluster aggregator; nil when it is off.
 	rep *reporter
 	// policiesP holds the policy index once the RightsizePolicy CRD is
@@ -111,6 +115,20 @@ type rsPod struct {
 	// a step decision while the kill is recent.
 	oomFloor      map[string]float64
 	oomFloorUntil time.Time
+	// lastResize is when a step resize was last asked (or, after a
+	// restart, applied as the recommendation annotation says): the next
+	// waits a step.
+	lastResize time.Time
+	// oomBumps are the times of each container's OOM bumps, for the
+	// policy's maxOOMBumpsPerDay (kept in memory: a restart forgets
+	// them).
+	oomBumps map[string][]time.Time
+	// refused is the lowest memory limit pods/resize refused to keep for
+	// each container after an OOM bump: later bumps stay below it.
+	refused map[string]float64
+	// revert: the cgroups of a refused bump are not back at the spec's
+	// values yet (usage held them up); each sweep tries again.
+	revert bool
 	// original are the requests the pod had when the agent first saw it
 	// (or as its recommendation annotation remembers them): the "before"
 	// of the capacity right-sizing released.
@@ -200,7 +218,7 @@ func (r *rightsizer) track(ctx context.Context, p *corev1.Pod, info pools.Pod) {
 	defer r.mu.Unlock()
 	rp := r.pods[string(p.UID)]
 	if rp == nil {
-		rp = &rsPod{ref: podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}, original: originalOf(p)}
+		rp = &rsPod{ref: podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}, original: originalOf(p), lastResize: lastAppliedOf(p, time.Now())}
 		r.pods[string(p.UID)] = rp
 	}
 	rp.workload, rp.qos = wl, info.QoS
@@ -365,6 +383,9 @@ func (r *rightsizer) decide(p *corev1.Pod, now time.Time) {
 	}
 	prev := rp.decision
 	rp.decision, rp.next = d, now.Add(step)
+	if d.Apply {
+		rp.lastResize = now
+	}
 	// A resize accepted but not yet verified stays "Resized" through a
 	// decision that finds the spec already at its target: only verify
 	// (the kubelet's status and the cgroups) may call it Applied.
@@ -386,6 +407,15 @@ func (r *rightsizer) decide(p *corev1.Pod, now time.Time) {
 		r.c.metrics.recChanges.Inc()
 		r.c.events.emit(ref, pools.Event{Reason: "RecommendationChanged", Message: "dry run: " + summarize(d)})
 	}
+	if d.Refused != "" && d.Refused != prev.Refused {
+		r.c.events.emit(ref, pools.Event{Warning: true, Reason: local.EventAnnotationRefused, Message: d.Refused})
+	}
+	if d.Apply && len(d.Clamped) > 0 {
+		msg := policy.Bindings(d.Clamped)
+		r.c.log.Info("a resize was clamped", "pod", keyOf(p.Namespace, p.Name), "policy", d.Policy, "bounds", msg)
+		r.c.metrics.clamped.WithLabelValues("resize").Inc()
+		r.c.events.emit(ref, pools.Event{Reason: local.EventClamped, Message: "the recommendation was clamped: " + msg})
+	}
 	if d.Apply {
 		want := map[string]rightsize.Requirements{}
 		for _, cd := range d.Containers {
@@ -405,18 +435,18 @@ func (r *rightsizer) decide(p *corev1.Pod, now time.Time) {
 // listed, or onOOM reads the API's view): the lookup here tolerates its
 // absence, and the pod is simply not decided.
 func (r *rightsizer) input(p *corev1.Pod, now time.Time) (in rightsize.Pod, step time.Duration, ok bool) {
-	in = rightsize.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, QoS: string(qosClass(p))}
+	in = rightsize.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, QoS: string(qosClass(p)), Annotations: p.Annotations}
 	if pi := r.policies(); pi != nil {
 		in.Policies = pi.match(p)
 	}
-	in.Override, in.OverrideErr = rightsize.ParsePodOverride(p.Annotations)
+	in.LimitRange, in.Allocatable = r.bounds.of(p.Namespace)
 	in.Resize, in.ResizeMessage = resizeState(p)
 	exclusive := r.c.holdsExclusive(p)
 	written := r.apply.values(string(p.UID)) // where the cgroups, not the spec, hold the values
 	if r.beforeLookup != nil {
 		r.beforeLookup(string(p.UID))
 	}
-	if in.Containers, ok = r.containersInput(p, exclusive, written, now); !ok {
+	if in.Containers, in.LastResize, ok = r.containersInput(p, exclusive, written, now); !ok {
 		return rightsize.Pod{}, 0, false
 	}
 	step = rightsize.DefaultStep
@@ -427,13 +457,14 @@ func (r *rightsizer) input(p *corev1.Pod, now time.Time) (in rightsize.Pod, step
 }
 
 // containersInput is the decision's view of the pod's containers from
-// its tracked state; false when the pod is not tracked (any more).
-func (r *rightsizer) containersInput(p *corev1.Pod, exclusive bool, written map[string]rightsize.Requirements, now time.Time) ([]rightsize.Container, bool) {
+// its tracked state, and when the pod was last resized by a step; false
+// when the pod is not tracked (any more).
+func (r *rightsizer) containersInput(p *corev1.Pod, exclusive bool, written map[string]rightsize.Requirements, now time.Time) ([]rightsize.Container, time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rp := r.pods[string(p.UID)]
 	if rp == nil {
-		return nil, false
+		return nil, time.Time{}, false
 	}
 	var out []rightsize.Container
 	for _, spec := range p.Spec.Containers {
@@ -448,6 +479,7 @@ func (r *rightsizer) containersInput(p *corev1.Pod, exclusive bool, written map[
 			c.Usage, c.WorkingSet = s.usage, s.workingSet
 		}
 		c.Merged = r.rep.mergedFor(c.Key, now)
+		c.RefusedMemoryLimit = rp.refused[spec.Name]
 		if f := rp.oomFloor[spec.Name]; f > 0 && now.Before(rp.oomFloorUntil) {
 			// A recent OOM bump: memory stays at least where it was raised.
 			c.WorkingSet = math.Max(c.WorkingSet, f/(1+rightsize.MemoryMargin))
@@ -455,7 +487,7 @@ func (r *rightsizer) containersInput(p *corev1.Pod, exclusive bool, written map[
 		}
 		out = append(out, c)
 	}
-	return out, true
+	return out, rp.lastResize, true
 }
 
 // holdsExclusive says whether the pod runs on cores of its own (the pools'
@@ -551,6 +583,22 @@ func originalOf(p *corev1.Pod) map[string]rightsize.Requirements {
 		out[spec.Name] = o
 	}
 	return out
+}
+
+// lastAppliedOf is when the agent last resized the pod, as its
+// recommendation annotation remembers it (zero when it does not): after
+// a restart the next resize still waits a step. The annotation is the
+// pod's, so a time after now counts as now.
+func lastAppliedOf(p *corev1.Pod, now time.Time) time.Time {
+	var prev local.Recommendation
+	v := p.Annotations[v1alpha1.AnnotationRecommendation]
+	if v == "" || len(v) > local.MaxAnnotationBytes || json.Unmarshal([]byte(v), &prev) != nil || prev.LastApplied == nil {
+		return time.Time{}
+	}
+	if t := *prev.LastApplied; t.Before(now) {
+		return t
+	}
+	return now
 }
 
 // recKeyPrefix marks recommendation annotation keys on the status queue.
@@ -692,6 +740,7 @@ func (c *controller) newRightsizer() error {
 	r.coll = collector.New(collector.Options{Interval: rc.SampleInterval.Duration, Registerer: c.metrics.reg, Sinks: sinks, Guard: c.guard, Loop: loopSample})
 	r.apply = newApplier(c, false)
 	r.apply.r = r
+	r.bounds = newNodeBounds(c.kube, c.cfg.NodeName, c.cfg.ResyncPeriod, c.log.WithName("bounds"))
 	c.rs = r
 	return nil
 }
@@ -709,6 +758,8 @@ func (r *rightsizer) start(ctx context.Context) {
 		r.c.log.Info("the API server does not serve pods/resize: changes are written to the cgroups directly, and the scheduler does not see them")
 	}
 	r.apply.api = api
+	r.c.spawn(func() { r.bounds.run(ctx) })
+	r.bounds.refresh(ctx, time.Now())
 	r.watchPolicies(ctx)
 	r.c.spawn(func() { r.coll.Run(ctx) })
 	r.c.spawn(func() { r.decideLoop(ctx, r.c.cfg.Rightsizing.SampleInterval.Duration) })
@@ -763,6 +814,7 @@ func (r *rightsizer) watchPolicies(ctx context.Context) {
 // pods/resize are re-asserted, and policy statuses are written.
 func (r *rightsizer) sweep(ctx context.Context) {
 	r.watchPolicies(ctx)
+	r.bounds.refresh(ctx, time.Now())
 	if pi := r.policies(); pi != nil {
 		if warns, err := r.engine.UsePresets(pi.presets()); err != nil {
 			r.c.log.Error(err, "a preset's recommender")
@@ -776,6 +828,7 @@ func (r *rightsizer) sweep(ctx context.Context) {
 	if !r.apply.api {
 		r.apply.reassert()
 	}
+	r.revertPending()
 	r.forgetGone(time.Now())
 	if n, err := r.hist.Dropped(); n > 0 && err != nil {
 		r.c.log.V(1).Info("history rows dropped", "rows", n, "reason", err.Error())

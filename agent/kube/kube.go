@@ -44,6 +44,12 @@ type Interface interface {
 	Resources(ctx context.Context, groupVersion string) ([]metav1.APIResource, error)
 	// Dynamic is the dynamic client (the RightsizePolicy CRD).
 	Dynamic() dynamic.Interface
+	// Node reads one Node (its allocatable bounds right-sizing).
+	Node(ctx context.Context, name string) (*corev1.Node, error)
+	// LimitRanges lists and watches every namespace's LimitRanges
+	// (*corev1.LimitRange): their bounds apply to what right-sizing
+	// writes straight to the cgroups, which the API server never sees.
+	LimitRanges() cache.ListerWatcher
 }
 
 // Scheme knows core/v1 (and the meta types every group version has): all
@@ -160,6 +166,26 @@ func (c *Client) Resources(ctx context.Context, groupVersion string) ([]metav1.A
 }
 
 func (c *Client) Dynamic() dynamic.Interface { return c.dyn }
+
+func (c *Client) Node(ctx context.Context, name string) (*corev1.Node, error) {
+	out := &corev1.Node{}
+	err := c.core.Get().Resource("nodes").Name(name).Do(ctx).Into(out)
+	return out, err
+}
+
+func (c *Client) LimitRanges() cache.ListerWatcher {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list := &corev1.LimitRangeList{}
+			err := c.core.Get().Resource("limitranges").VersionedParams(&o, parameterCodec).Do(ctx).Into(list)
+			return list, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.Watch = true
+			return c.core.Get().Resource("limitranges").VersionedParams(&o, parameterCodec).Watch(ctx)
+		},
+	}
+}
 
 // eventSink writes Events as the kubelet and controllers do (create,
 // update, strategic-merge patch of a repeated one).

@@ -5,14 +5,16 @@ import (
 	"math"
 	"time"
 
+	apipolicy "github.com/cgpilot/cgpilot/api/v1alpha1/policy"
 	"github.com/cgpilot/cgpilot/recommend"
 )
 
-// Resources of one container, in cores and bytes; 0 is unset.
-type Resources struct{ CPU, Memory float64 }
+// Resources of one container, in cores and bytes; 0 is unset (the
+// policy compiler's Values, which Clamp takes).
+type Resources = apipolicy.Values
 
 // Requirements are a container's requests and limits.
-type Requirements struct{ Requests, Limits Resources }
+type Requirements = apipolicy.Requirements
 
 // Container is what a decision needs of one container.
 type Container struct {
@@ -33,6 +35,10 @@ type Container struct {
 	// fresh: it replaces the node's own when it was computed under the
 	// same preset and the pod sets no target saturation of its own.
 	Merged *Merged
+	// RefusedMemoryLimit is the lowest memory limit the API server
+	// refused to this container through pods/resize (0: none): an OOM
+	// bump stays below it.
+	RefusedMemoryLimit float64
 }
 
 // Merged is a recommendation merged from the samples of every node.
@@ -53,9 +59,18 @@ type Pod struct {
 	QoS                  string // Guaranteed | Burstable | BestEffort
 	Containers           []Container
 	// Policies are the RightsizePolicies whose selectors match the pod.
-	Policies    []*Policy
-	Override    PodOverride
-	OverrideErr error
+	Policies []*Policy
+	// Annotations are the pod's own: what they may change is the
+	// policy's to say (Policy.ForPod).
+	Annotations map[string]string
+	// LimitRange are the namespace's LimitRange bounds and Allocatable
+	// the node's (0: unknown): with the policy's, what every applied
+	// value is clamped to (apipolicy.Clamp).
+	LimitRange  apipolicy.LimitRange
+	Allocatable Resources
+	// LastResize is when the agent last asked a step resize of the pod
+	// (zero: never): the next waits a step, whatever triggers it.
+	LastResize time.Time
 	// Resize is the kubelet's word on the pod's last resize: "" (done or
 	// none), "InProgress", "Deferred" or "Infeasible"; ResizeMessage says why.
 	Resize        string
@@ -66,13 +81,14 @@ type Pod struct {
 const (
 	StateOff                 = "Off"
 	StateConflict            = "Conflict"
-	StateInvalid             = "InvalidAnnotation"
+	StateInvalid             = "InvalidPolicy" // the recommender refuses the policy's overrides
 	StateNotAdjustable       = "NotAdjustable"
 	StateInsufficientHistory = "InsufficientHistory"
 	StatePaused              = "Paused"
 	StateAvoidWindow         = "AvoidWindow"
 	StateDryRun              = "DryRun"
 	StateResizePending       = "ResizePending"
+	StateStepWait            = "StepWait"
 	StateUnchanged           = "Unchanged"
 	StateResize              = "Resize"
 )
@@ -88,6 +104,9 @@ const (
 	NoteLimitsNotRemovable = "LimitsNotRemovable"
 	NoteCappedAtLimit      = "CappedAtLimit"
 	NoteWouldChangeQoS     = "WouldChangeQoS"
+	// NoteClamped prefixes the reason of the bound that moved a value
+	// (apipolicy.Reason): "ClampedBy" + "PolicyMaxAllowed".
+	NoteClamped = "ClampedBy"
 )
 
 // ExplainMerged is the explanation mode of a merged recommendation: how
@@ -115,9 +134,17 @@ type Decision struct {
 	Why    string
 	// Apply: send the new requirements now (Containers[i].Changed).
 	Apply bool
-	// Warning: the pod's input is wrong (two policies, a bad annotation);
+	// Warning: the pod's input is wrong (two policies, a recommender that
+	// refuses the policy); the agent reports it with a Warning Event.
+	Warning bool
+	// Refused says which of the pod's annotations its policy does not
+	// let it use ("" when none): the policy's values apply instead, and
 	// the agent reports it with a Warning Event.
-	Warning    bool
+	Refused string
+	// Clamped are the bounds (apipolicy.Clamp) that moved a value of
+	// Containers[i].To: the policy's, the namespace's LimitRange, the
+	// node's allocatable, the usage floor.
+	Clamped    []apipolicy.Binding
 	Containers []ContainerDecision
 }
 
@@ -135,29 +162,35 @@ type ContainerDecision struct {
 	MemoryNote string
 }
 
-// effective is the policy in force for a pod and the mode after the pod's
-// own annotation.
-func effective(p Pod) (*Policy, Mode, string, bool) {
+// policyOf is the one policy selecting the pod, or the state when there
+// is none or more than one (a Warning for two).
+func policyOf(p Pod) (*Policy, string, bool) {
 	switch {
-	case p.OverrideErr != nil:
-		return nil, ModeOff, StateInvalid, true
 	case len(p.Policies) > 1:
-		return nil, ModeOff, StateConflict, true
+		return nil, StateConflict, true
 	case len(p.Policies) == 0:
-		return nil, ModeOff, StateOff, false
+		return nil, StateOff, false
 	}
-	pol := p.Policies[0]
-	mode := pol.Mode
-	if p.Override.Mode != "" {
-		mode = p.Override.Mode
-	}
-	return pol, mode, "", false
+	return p.Policies[0], "", false
 }
 
-// overrides are the policy's overrides with the pod's target saturation.
-func overrides(pol *Policy, o PodOverride) recommend.Overrides {
+// Effective is the one policy selecting the pod (nil: none, or more than
+// one) and what the pod's annotations may change under it: the one rule
+// of the policy compiler (Policy.ForPod), for the step decisions and the
+// OOM path alike.
+func Effective(p Pod) (*Policy, apipolicy.Effective) {
+	pol, _, _ := policyOf(p)
+	if pol == nil {
+		return nil, apipolicy.Effective{Mode: ModeOff}
+	}
+	return pol, pol.ForPod(p.Annotations)
+}
+
+// overrides are the policy's overrides with the pod's target saturation
+// (already within the policy's podTargetSaturation: ForPod).
+func overrides(pol *Policy, ts *float64) recommend.Overrides {
 	over := pol.Overrides
-	if ts := o.TargetSaturation; ts != nil && pol.Preset != "vpa" { // the vpa engine has no saturation
+	if ts != nil && pol.Preset != "vpa" { // the vpa engine has no saturation
 		over.CPU.TargetSaturation, over.Memory.TargetSaturation = ts, ts
 	}
 	return over
@@ -166,12 +199,9 @@ func overrides(pol *Policy, o PodOverride) recommend.Overrides {
 // Decide decides for one pod at now, reading the engine at most once per
 // step per workload container.
 func Decide(e *Engine, p Pod, now time.Time) Decision {
-	pol, mode, state, warn := effective(p)
-	d := Decision{Mode: mode, State: state, Warning: warn}
+	pol, state, warn := policyOf(p)
+	d := Decision{Mode: ModeOff, State: state, Warning: warn}
 	switch state {
-	case StateInvalid:
-		d.Why = p.OverrideErr.Error() + "; nothing changes"
-		return d
 	case StateConflict:
 		names := ""
 		for i, q := range p.Policies {
@@ -187,6 +217,9 @@ func Decide(e *Engine, p Pod, now time.Time) Decision {
 		return d
 	}
 	d.Policy, d.Preset = pol.Name, pol.Preset
+	eff := pol.ForPod(p.Annotations)
+	mode := eff.Mode
+	d.Mode, d.Refused = mode, eff.Why()
 	if mode == ModeOff {
 		d.State, d.Why = StateOff, "mode Off"
 		return d
@@ -195,7 +228,7 @@ func Decide(e *Engine, p Pod, now time.Time) Decision {
 		d.State, d.Why = StateNotAdjustable, "BestEffort: the pod has no requests to size, and adding any would change its QoS class"
 		return d
 	}
-	over := overrides(pol, p.Override)
+	over := overrides(pol, eff.TargetSaturation)
 	haveAll := true
 	for _, c := range p.Containers {
 		cd := ContainerDecision{Name: c.Name, Key: c.Key, From: c.Spec, To: c.Spec}
@@ -205,7 +238,7 @@ func Decide(e *Engine, p Pod, now time.Time) Decision {
 			return d
 		}
 		enough := ok && time.Duration(rec.CPU.Explain.History) >= pol.MinHistory && time.Duration(rec.Memory.Explain.History) >= pol.MinHistory
-		if m := c.Merged; m != nil && m.Preset == pol.Preset && p.Override.TargetSaturation == nil && (enough || m.History >= pol.MinHistory) {
+		if m := c.Merged; m != nil && m.Preset == pol.Preset && eff.TargetSaturation == nil && (enough || m.History >= pol.MinHistory) {
 			rec = recommend.Recommendation{Time: now, CPU: m.CPU, Memory: m.Memory}
 			rec.CPU.Explain, rec.Memory.Explain = recommend.Explanation{Mode: ExplainMerged}, recommend.Explanation{Mode: ExplainMerged}
 			enough, cd.Nodes = true, m.Nodes
@@ -224,7 +257,9 @@ func Decide(e *Engine, p Pod, now time.Time) Decision {
 	for i, c := range p.Containers {
 		target(&d.Containers[i], c, p.QoS, pol)
 	}
-	if guardQoS(p, d.Containers) {
+	d.Clamped = bound(d.Containers, p, pol)
+	qosGuarded := guardQoS(p, d.Containers)
+	if qosGuarded {
 		for i := range d.Containers {
 			cd := &d.Containers[i]
 			if cd.Changed {
@@ -238,14 +273,21 @@ func Decide(e *Engine, p Pod, now time.Time) Decision {
 		changed = changed || cd.Changed
 	}
 	switch {
+	case !changed && qosGuarded:
+		d.State, d.Why = StateUnchanged, "the recommendation would change the pod's QoS class: nothing changes"
+		if len(d.Clamped) > 0 {
+			d.Why += " (clamped: " + apipolicy.Bindings(d.Clamped) + ")"
+		}
+	case !changed && len(d.Clamped) > 0:
+		d.State, d.Why = StateUnchanged, "the recommendation, clamped, is what the pod has: "+apipolicy.Bindings(d.Clamped)
 	case !changed:
 		d.State, d.Why = StateUnchanged, "requests are within the tolerance of the recommendation"
 	case !mode.Applies():
 		d.State, d.Why = StateDryRun, "dry run: recommended, not applied"
 	case now.Before(pol.PausedUntil):
 		d.State, d.Why = StatePaused, "policy paused until "+pol.PausedUntil.UTC().Format(time.RFC3339)
-	case now.Before(p.Override.PausedUntil):
-		d.State, d.Why = StatePaused, "pod paused until "+p.Override.PausedUntil.UTC().Format(time.RFC3339)
+	case now.Before(eff.PausedUntil):
+		d.State, d.Why = StatePaused, "pod paused until "+eff.PausedUntil.UTC().Format(time.RFC3339)
 	case pol.InWindow(now) != "":
 		d.State, d.Why = StateAvoidWindow, "in avoid window "+pol.InWindow(now)
 	case p.Resize != "":
@@ -253,10 +295,116 @@ func Decide(e *Engine, p Pod, now time.Time) Decision {
 		if p.ResizeMessage != "" {
 			d.Why += ": " + p.ResizeMessage
 		}
+	case !p.LastResize.IsZero() && now.Before(p.LastResize.Add(pol.Step)):
+		// Whatever made this decision come early (a policy, label or
+		// annotation change), a pod is resized at most once a step.
+		d.State, d.Why = StateStepWait, fmt.Sprintf("resized at %s: the next resize waits for the policy's step (%v)", p.LastResize.UTC().Format(time.RFC3339), pol.Step)
 	default:
 		d.State, d.Why, d.Apply = StateResize, "applying the recommendation", true
 	}
+	if len(d.Clamped) > 0 && (d.Apply || d.State == StateDryRun) {
+		d.Why += "; clamped: " + apipolicy.Bindings(d.Clamped)
+	}
 	return d
+}
+
+// field is one of a container's four values, as apipolicy.Binding names
+// it.
+type field struct {
+	resource, name string
+	get            func(Requirements) float64
+	set            func(*Requirements, float64)
+}
+
+var fields = []field{
+	{"cpu", "request", func(r Requirements) float64 { return r.Requests.CPU }, func(r *Requirements, v float64) { r.Requests.CPU = v }},
+	{"cpu", "limit", func(r Requirements) float64 { return r.Limits.CPU }, func(r *Requirements, v float64) { r.Limits.CPU = v }},
+	{"memory", "request", func(r Requirements) float64 { return r.Requests.Memory }, func(r *Requirements, v float64) { r.Requests.Memory = v }},
+	{"memory", "limit", func(r Requirements) float64 { return r.Limits.Memory }, func(r *Requirements, v float64) { r.Limits.Memory = v }},
+}
+
+// tidyMemoryLimit rounds a memory limit the clamp scaled with its request
+// (KeepRatio: 3242493Mi × 512Mi / 1621247Mi is 1073741493 bytes) to
+// whole MiB, the unit target() writes: to the nearest where that crosses
+// no ceiling (the LimitRange's max and ratio, the node's allocatable),
+// else down where that keeps it at or above its floors (usage, the
+// request, the LimitRange's min).
+func tidyMemoryLimit(cd *ContainerDecision, c Container, p Pod) {
+	lim := cd.To.Limits.Memory
+	if lim <= 0 || lim == cd.From.Limits.Memory || lim == cd.To.Requests.Memory || math.Mod(lim, oneMiB) == 0 {
+		return // unset, unchanged, paired with its request (Guaranteed), or whole
+	}
+	lr := p.LimitRange
+	if up := math.Ceil(lim/oneMiB) * oneMiB; up-lim < lim-math.Floor(lim/oneMiB)*oneMiB {
+		fits := func(ceiling float64) bool { return ceiling <= 0 || up <= ceiling }
+		if fits(lr.Max.Memory) && fits(p.Allocatable.Memory) && fits(lr.MaxLimitRequestRatio.Memory*cd.To.Requests.Memory) && up <= apipolicy.MaxMemory {
+			cd.To.Limits.Memory = up
+			return
+		}
+	}
+	down := math.Floor(lim/oneMiB) * oneMiB
+	if down >= floorOf(c).Limits.Memory && down >= cd.To.Requests.Memory && down >= lr.Min.Memory && down > 0 {
+		cd.To.Limits.Memory = down
+	}
+}
+
+// floorOf is the least memory a container may get: its working set (the
+// request) and its usage (the limit) with the kernel's margin, in the
+// MiB target() rounds to.
+func floorOf(c Container) Requirements {
+	return Requirements{Requests: Resources{Memory: roundMemory(c.WorkingSet * (1 + MemoryMargin))},
+		Limits: Resources{Memory: roundMemory(max(c.Usage, c.WorkingSet) * (1 + MemoryMargin))}}
+}
+
+// bound passes the values decided for the pod's containers (cds[i].To,
+// in p.Containers' order) through the one clamp, apipolicy.Clamp: finite,
+// at least the usage floor, within the policy's bounds, the namespace's
+// LimitRange and the node's allocatable. Only the values the decision
+// changes take the clamp's result: one it leaves as the spec has it
+// (exclusive CPUs, a request that cannot be added) stays. It returns the
+// bounds that moved a changed value, and notes them on the container.
+func bound(cds []ContainerDecision, p Pod, pol *Policy) []apipolicy.Binding {
+	cp := apipolicy.ClampPod{Guaranteed: p.QoS == "Guaranteed", KeepRatio: pol.Limits == LimitsKeepRatio}
+	changes := false
+	for i, c := range p.Containers {
+		cp.Containers = append(cp.Containers, apipolicy.ClampContainer{Name: c.Name, Current: c.Spec, Want: cds[i].To, Floor: floorOf(c)})
+		changes = changes || cds[i].To != cds[i].From
+	}
+	if !changes {
+		return nil
+	}
+	out, binds := apipolicy.Clamp(cp, pol.Bounds(p.LimitRange, p.Allocatable))
+	moved := map[[3]string]bool{}
+	for i := range cds {
+		cd := &cds[i]
+		for _, f := range fields {
+			if f.get(cd.To) == f.get(cd.From) {
+				continue
+			}
+			moved[[3]string{cd.Name, f.resource, f.name}] = true
+			f.set(&cd.To, f.get(out[i]))
+		}
+		tidyMemoryLimit(cd, p.Containers[i], p)
+		cd.Changed = cd.To != cd.From
+	}
+	var kept []apipolicy.Binding
+	for _, b := range binds {
+		if !moved[[3]string{b.Container, b.Resource, b.Field}] {
+			continue
+		}
+		kept = append(kept, b)
+		for i := range cds {
+			if cds[i].Name != b.Container {
+				continue
+			}
+			if b.Resource == "cpu" {
+				cds[i].CPUNote = NoteClamped + string(b.Reason)
+			} else {
+				cds[i].MemoryNote = NoteClamped + string(b.Reason)
+			}
+		}
+	}
+	return kept
 }
 
 // target sets cd.To from the recommendation under the safety rules.

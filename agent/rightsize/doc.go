@@ -9,19 +9,25 @@
 //   - policy.go: what a RightsizePolicy and a pod's cgpilot.io annotations
 //     ask: the names of the policy compiler (api/v1alpha1/policy), which
 //     the agent, the aggregator and its webhook share.
-//   - decide.go: the decision for one pod: mode, pause and avoid windows,
-//     history, then per container the new requests and limits under the
-//     safety rules — never a change of QoS class, never memory below
-//     usage × (1 + margin), a bounded change per step, a tolerance band
-//     against flapping, CPU left alone on exclusive cores — and why.
-//   - oom.go: the memory limit an OOM-killed container gets at once.
+//   - decide.go: the decision for one pod: the policy, what the pod's
+//     annotations may change under it (Policy.ForPod: only narrow it),
+//     mode, pause, avoid windows and history, then per container the new
+//     requests and limits under the safety rules — never a change of QoS
+//     class, never memory below usage × (1 + margin), a bounded change per
+//     step, a tolerance band against flapping, CPU left alone on exclusive
+//     cores, one resize a step whatever brings the decision forward — and
+//     the one clamp last (bound: apipolicy.Clamp with the policy's bounds,
+//     the namespace's LimitRange and the node's allocatable), and why.
+//   - oom.go: the memory limit an OOM-killed container gets at once: at
+//     most maxOOMBumpsPerDay a day, below a limit pods/resize refused,
+//     through the same clamp.
 //
 // It writes nothing: package agent applies a Decision through pods/resize
 // or package cgroup, and reports it (annotation, Events, metrics).
 //
-// Errors: bad policy fields and pod annotations give errors wrapping
-// ErrInvalidPolicy or ErrInvalidAnnotation, naming the field and value; a
-// pod whose input is invalid is reported, never changed.
+// Errors: a pod annotation its policy does not allow is refused
+// (Decision.Refused, for a Warning Event) and the policy's value applies;
+// a policy the recommender refuses gives StateInvalid and no change.
 //
 // It imports recommend, agent/collector (its Sink), the policy compiler
 // api/v1alpha1/policy and the standard library; no client-go, no k8s.io/api

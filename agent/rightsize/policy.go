@@ -26,8 +26,6 @@ type (
 	Limits = apipolicy.Limits
 	// Window is a recurring time without changes.
 	Window = apipolicy.Window
-	// PodOverride is what a pod's own annotations ask.
-	PodOverride = apipolicy.PodOverride
 )
 
 const (
@@ -46,9 +44,3 @@ const (
 
 // ParseWindow reads a cron schedule and a duration (apipolicy.ParseWindow).
 func ParseWindow(spec string, d time.Duration) (Window, error) { return apipolicy.ParseWindow(spec, d) }
-
-// ParsePodOverride reads a pod's right-sizing annotations strictly
-// (apipolicy.ParsePodOverride).
-func ParsePodOverride(ann map[string]string) (PodOverride, error) {
-	return apipolicy.ParsePodOverride(ann)
-}

@@ -2,11 +2,13 @@ package rightsize
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cgpilot/cgpilot/agent/collector"
+	"github.com/cgpilot/cgpilot/api/v1alpha1"
 	"github.com/cgpilot/cgpilot/recommend"
 )
 
@@ -39,6 +41,19 @@ func policy(t *testing.T, mutate func(*Policy)) *Policy {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// maxMemoryCeiling is the clamp's ceiling where nothing else bounds.
+const maxMemoryCeiling = 1 << 60
+
+func allowModes(p *Policy) { p.AllowPodModeOverride = true }
+
+func ann(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
 }
 
 func burstable(reqCPU, limCPU, reqMem, limMem float64) Container {
@@ -124,10 +139,16 @@ func TestDecide(t *testing.T) {
 			}},
 		{"dry run recommends only", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, func(p *Policy) { p.Mode = ModeDryRun })}},
 			StateDryRun, false, nil},
-		{"pod annotation turns it off", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, nil)}, Override: PodOverride{Mode: ModeOff}},
+		{"pod annotation turns it off", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, allowModes)}, Annotations: ann(v1alpha1.AnnotationResize, "off")},
 			StateOff, false, nil},
-		{"pod annotation dry run", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, nil)}, Override: PodOverride{Mode: ModeDryRun}},
+		{"pod annotation dry run", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, allowModes)}, Annotations: ann(v1alpha1.AnnotationResize, "dry-run")},
 			StateDryRun, false, nil},
+		{"pod annotation without allowPodModeOverride: refused, the policy's mode", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, nil)}, Annotations: ann(v1alpha1.AnnotationResize, "off")},
+			StateResize, true, func(t *testing.T, d Decision) {
+				if !strings.Contains(d.Refused, "allowPodModeOverride") {
+					t.Errorf("refused %q", d.Refused)
+				}
+			}},
 		{"two policies: neither applies", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, nil), policy(t, func(p *Policy) { p.Name = "other" })}},
 			StateConflict, false, func(t *testing.T, d Decision) {
 				if !d.Warning || !strings.Contains(d.Why, "web, other") {
@@ -137,7 +158,7 @@ func TestDecide(t *testing.T) {
 		{"no policy", Pod{QoS: "Burstable", Containers: []Container{over}}, StateOff, false, nil},
 		{"paused policy", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, func(p *Policy) { p.PausedUntil = now.Add(time.Hour) })}},
 			StatePaused, false, nil},
-		{"paused pod", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, nil)}, Override: PodOverride{PausedUntil: now.Add(time.Minute)}},
+		{"paused pod", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, nil)}, Annotations: ann(v1alpha1.AnnotationResizePausedUntil, now.Add(time.Minute).Format(time.RFC3339))},
 			StatePaused, false, nil},
 		{"pause over", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, func(p *Policy) { p.PausedUntil = now.Add(-time.Hour) })}},
 			StateResize, true, nil},
@@ -159,8 +180,12 @@ func TestDecide(t *testing.T) {
 					t.Errorf("why %q", d.Why)
 				}
 			}},
-		{"bad annotation changes nothing", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, nil)}, OverrideErr: errors.New("cgpilot.io/resize=\"maybe\"")},
-			StateInvalid, false, nil},
+		{"a bad annotation is refused: the policy's values apply", Pod{QoS: "Burstable", Containers: []Container{over}, Policies: []*Policy{policy(t, nil)}, Annotations: ann(v1alpha1.AnnotationResize, "maybe")},
+			StateResize, true, func(t *testing.T, d Decision) {
+				if !strings.Contains(d.Refused, `cgpilot.io/resize="maybe"`) || d.Mode != ModeInPlace {
+					t.Errorf("refused %q mode %s", d.Refused, d.Mode)
+				}
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Decide(e, tc.pod, now)
@@ -226,29 +251,98 @@ func TestRecommendationOncePerStep(t *testing.T) {
 
 func TestOOMBump(t *testing.T) {
 	c := burstable(0.5, 1, 256*mib, 512*mib)
+	f := 0.2
+	pol := func(mut func(*Policy)) *Policy {
+		return policy(t, func(p *Policy) {
+			p.OOMFactor, p.MaxOOMBumpsPerDay = &f, 3
+			if mut != nil {
+				mut(p)
+			}
+		})
+	}
+	maxMem := func(v float64) func(*Policy) { return func(p *Policy) { p.Overrides.Memory.MaxAllowed = &v } }
 	for _, tc := range []struct {
-		name  string
-		c     Container
-		qos   string
-		usage float64
-		kills int
-		max   float64
-		ok    bool
-		lim   float64
-		req   float64
+		name    string
+		c       Container
+		qos     string
+		pol     *Policy
+		alloc   float64
+		kills   int
+		bumps   int
+		ok      bool
+		lim     float64
+		req     float64
+		whyPart string
 	}{
-		{"first kill: +20 %", c, "Burstable", 512 * mib, 1, 0, true, roundMemory(512 * mib * 1.2), 256 * mib},
-		{"third kill compounds", c, "Burstable", 512 * mib, 3, 0, true, roundMemory(512 * mib * 1.2 * 1.2 * 1.2), 256 * mib},
-		{"guaranteed request follows", func() Container { g := c; g.Spec.Requests.Memory = 512 * mib; return g }(), "Guaranteed", 512 * mib, 1, 0, true, roundMemory(512 * mib * 1.2), roundMemory(512 * mib * 1.2)},
-		{"capped by maxAllowed", c, "Burstable", 512 * mib, 1, 600 * mib, true, 600 * mib, 256 * mib},
-		{"at maxAllowed already", c, "Burstable", 512 * mib, 1, 512 * mib, false, 512 * mib, 256 * mib},
-		{"no container limit", burstable(0.5, 0, 256*mib, 0), "Burstable", 512 * mib, 1, 0, false, 0, 256 * mib},
+		{"first kill: +20 %", c, "Burstable", pol(nil), 0, 1, 0, true, roundMemory(512 * mib * 1.2), 256 * mib, ""},
+		{"third kill compounds", c, "Burstable", pol(nil), 0, 3, 2, true, roundMemory(512 * mib * 1.2 * 1.2 * 1.2), 256 * mib, ""},
+		{"guaranteed request follows", func() Container { g := c; g.Spec.Requests.Memory = 512 * mib; return g }(), "Guaranteed", pol(nil), 0, 1, 0, true, roundMemory(512 * mib * 1.2), roundMemory(512 * mib * 1.2), ""},
+		{"capped by maxAllowed", c, "Burstable", pol(maxMem(600 * mib)), 0, 1, 0, true, 600 * mib, 256 * mib, ""},
+		{"at maxAllowed already", c, "Burstable", pol(maxMem(512 * mib)), 0, 1, 0, false, 512 * mib, 256 * mib, "maxAllowed"},
+		{"no container limit", burstable(0.5, 0, 256*mib, 0), "Burstable", pol(nil), 0, 1, 0, false, 0, 256 * mib, "no container memory limit"},
+		{"maxOOMBumpsPerDay reached", c, "Burstable", pol(nil), 0, 4, 3, false, 512 * mib, 256 * mib, "maxOOMBumpsPerDay is 3"},
+		{"no bumps at all under 0", c, "Burstable", pol(func(p *Policy) { p.MaxOOMBumpsPerDay = 0 }), 0, 1, 0, false, 512 * mib, 256 * mib, "maxOOMBumpsPerDay is 0"},
+		{"the node's allocatable bounds the limit", c, "Burstable", pol(nil), 600 * mib, 1, 0, true, 600 * mib, 256 * mib, ""},
+		{"a guaranteed request is held to the policy's max", func() Container { g := c; g.Spec.Requests.Memory = 512 * mib; return g }(), "Guaranteed", pol(maxMem(550 * mib)), 0, 1, 0, true, 550 * mib, 550 * mib, ""},
+		{"below a limit pods/resize refused", func() Container { r := c; r.RefusedMemoryLimit = 600 * mib; return r }(), "Burstable", pol(nil), 0, 2, 1, true, 599 * mib, 256 * mib, ""},
+		{"a refused limit just above: no bump", func() Container { r := c; r.RefusedMemoryLimit = 512*mib + 1; return r }(), "Burstable", pol(nil), 0, 2, 1, false, 512 * mib, 256 * mib, "refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			to, ok := OOMBump(tc.c, tc.qos, tc.usage, 0.2, tc.kills, tc.max)
-			if ok != tc.ok || to.Limits.Memory != tc.lim || to.Requests.Memory != tc.req {
-				t.Fatalf("got %v limit %v MiB request %v MiB, want %v %v %v", ok, to.Limits.Memory/mib, to.Requests.Memory/mib, tc.ok, tc.lim/mib, tc.req/mib)
+			p := Pod{QoS: tc.qos, Containers: []Container{tc.c}, Allocatable: Resources{Memory: tc.alloc}}
+			to, _, why := OOMBump(p, tc.pol, "app", 512*mib, tc.kills, tc.bumps)
+			if (why == "") != tc.ok || to.Limits.Memory != tc.lim || to.Requests.Memory != tc.req || !strings.Contains(why, tc.whyPart) {
+				t.Fatalf("got %q limit %v MiB request %v MiB, want ok=%v %v %v (%q)", why, to.Limits.Memory/mib, to.Requests.Memory/mib, tc.ok, tc.lim/mib, tc.req/mib, tc.whyPart)
 			}
+		})
+	}
+}
+
+// TestOOMKillLoop: a container OOM-killed again and again. Each bump is
+// fed back as the spec the next kill sees, as the agent does. Under the
+// default maxOOMBumpsPerDay the limit rises at most that many times; with
+// the most bumps a policy may allow (24) and a node of 64 GiB, the
+// compounding (×1.2^(1+2+…+k)) that used to reach 11 TiB after 10 kills
+// and overflow int64 into an unlimited limit after 16 never passes the
+// node's allocatable, and every limit is finite and whole.
+func TestOOMKillLoop(t *testing.T) {
+	f := 0.2
+	for _, tc := range []struct {
+		name      string
+		maxBumps  int
+		alloc     float64
+		wantBumps int
+	}{
+		{"default rate (3 a day)", 3, 64 << 30, 3},
+		{"24 a day, the node's allocatable holds", 24, 64 << 30, -1},
+		{"24 a day, the node unknown: the package's ceiling holds", 24, 0, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := policy(t, func(p *Policy) { p.OOMFactor, p.MaxOOMBumpsPerDay = &f, tc.maxBumps })
+			c := burstable(0.5, 1, 256*mib, 512*mib)
+			ceiling := tc.alloc
+			if ceiling == 0 {
+				ceiling = maxMemoryCeiling
+			}
+			bumps := 0
+			for kill := 1; kill <= 24; kill++ {
+				p := Pod{QoS: "Burstable", Containers: []Container{c}, Allocatable: Resources{Memory: tc.alloc}}
+				to, _, why := OOMBump(p, pol, "app", c.Spec.Limits.Memory, kill, bumps)
+				lim := to.Limits.Memory
+				if math.IsNaN(lim) || math.IsInf(lim, 0) || lim <= 0 || lim > ceiling || lim != math.Trunc(lim) || int64(lim) <= 0 {
+					t.Fatalf("kill %d: limit %v (ceiling %v)", kill, lim, ceiling)
+				}
+				if why == "" {
+					bumps++
+					c.Spec = to
+				}
+			}
+			if tc.wantBumps >= 0 && bumps != tc.wantBumps {
+				t.Fatalf("%d bumps in 24 kills, want %d", bumps, tc.wantBumps)
+			}
+			if tc.wantBumps < 0 && c.Spec.Limits.Memory != ceiling {
+				t.Fatalf("after 24 kills the limit is %v, want it held at the ceiling %v", c.Spec.Limits.Memory, ceiling)
+			}
+			t.Logf("%d bumps, limit %v MiB", bumps, c.Spec.Limits.Memory/mib)
 		})
 	}
 }
@@ -263,25 +357,24 @@ func TestDecidePrefersFreshMerged(t *testing.T) {
 	young := fed(t, "ns/Deployment/web/app", 0.2, 150*mib, 10*time.Minute)
 	pol := policy(t, nil)
 	merged := &Merged{Preset: pol.Preset, CPU: recommend.Estimate{Target: 0.75}, Memory: recommend.Estimate{Target: 700 * mib}, Nodes: 3, History: 2 * time.Hour}
-	ts := 0.5
 	for _, tc := range []struct {
 		name      string
 		e         *Engine
 		m         *Merged
-		over      PodOverride
+		over      map[string]string
 		wantNodes int
 		state     string
 	}{
-		{"fresh merged under the same preset wins", e, merged, PodOverride{}, 3, StateResize},
-		{"another preset: the node's own", e, &Merged{Preset: "vpa", CPU: merged.CPU, Memory: merged.Memory, Nodes: 3, History: 2 * time.Hour}, PodOverride{}, 0, StateResize},
-		{"a pod's target saturation: the node's own", e, merged, PodOverride{TargetSaturation: &ts}, 0, StateResize},
-		{"little local history, merged has enough", young, merged, PodOverride{}, 3, StateResize},
-		{"little history anywhere", young, &Merged{Preset: pol.Preset, CPU: merged.CPU, Memory: merged.Memory, Nodes: 1, History: 20 * time.Minute}, PodOverride{}, 0, StateInsufficientHistory},
+		{"fresh merged under the same preset wins", e, merged, nil, 3, StateResize},
+		{"another preset: the node's own", e, &Merged{Preset: "vpa", CPU: merged.CPU, Memory: merged.Memory, Nodes: 3, History: 2 * time.Hour}, nil, 0, StateResize},
+		{"a pod's target saturation: the node's own", e, merged, ann(v1alpha1.AnnotationTargetSaturation, "0.5"), 0, StateResize},
+		{"little local history, merged has enough", young, merged, nil, 3, StateResize},
+		{"little history anywhere", young, &Merged{Preset: pol.Preset, CPU: merged.CPU, Memory: merged.Memory, Nodes: 1, History: 20 * time.Minute}, nil, 0, StateInsufficientHistory},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := burstable(2, 4, 2048*mib, 4096*mib)
 			c.Merged = tc.m
-			d := Decide(tc.e, Pod{QoS: "Burstable", Containers: []Container{c}, Policies: []*Policy{pol}, Override: tc.over}, now)
+			d := Decide(tc.e, Pod{QoS: "Burstable", Containers: []Container{c}, Policies: []*Policy{pol}, Annotations: tc.over}, now)
 			if d.State != tc.state {
 				t.Fatalf("state %s (%s), want %s", d.State, d.Why, tc.state)
 			}

@@ -55,7 +55,7 @@ type Recommendation struct {
 	Mode   string `json:"mode"`
 	// State is the last decision: Resize, Applied, DryRun, Unchanged,
 	// InsufficientHistory, Paused, AvoidWindow, ResizePending,
-	// NotAdjustable, Conflict, InvalidAnnotation, Failed.
+	// StepWait, NotAdjustable, Conflict, InvalidPolicy, Failed.
 	State       string                    `json:"state"`
 	Reason      string                    `json:"reason,omitempty"`
 	LastApplied *time.Time                `json:"lastApplied,omitempty"`

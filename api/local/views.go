@@ -39,6 +39,18 @@ const (
 	EventDriftCorrected    = "DriftCorrected"
 	EventCheckpointCorrupt = "CheckpointCorrupt"
 	EventReconcilePanic    = "ReconcilePanicked"
+	// EventAnnotationRefused (Warning): a pod's right-sizing annotation
+	// its policy does not let it use; the policy's values apply.
+	EventAnnotationRefused = "RightsizeAnnotationRefused"
+	// EventClamped: a value the agent applies was moved by a bound (the
+	// policy's, the LimitRange's, the node's allocatable, usage).
+	EventClamped = "RightsizeClamped"
+	// EventMemoryRaiseRefused (Warning): pods/resize refused to keep an
+	// OOM bump; the cgroup limit went back to the spec's.
+	EventMemoryRaiseRefused = "MemoryRaiseRefused"
+	// EventMemoryRaiseReverted: the cgroups of a refused OOM bump are
+	// back at the spec's values, after usage held the first write up.
+	EventMemoryRaiseReverted = "MemoryRaiseReverted"
 )
 
 // PodView is one pod in `cgpilotctl pods`.

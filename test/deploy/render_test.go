@@ -300,6 +300,7 @@ func TestClusterRoleLeastPrivilege(t *testing.T) {
 	sort.Strings(got)
 	want := []string{
 		"/events: create,patch",
+		"/limitranges: list,watch",
 		"/namespaces: get,list,watch",
 		"/nodes: get,patch",
 		"/pods/resize: patch",

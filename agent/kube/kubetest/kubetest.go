@@ -128,3 +128,18 @@ func (a *adapter) Resources(_ context.Context, gv string) ([]metav1.APIResource,
 }
 
 func (a *adapter) Dynamic() dynamic.Interface { return a.dyn }
+
+func (a *adapter) Node(ctx context.Context, name string) (*corev1.Node, error) {
+	return a.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (a *adapter) LimitRanges() cache.ListerWatcher {
+	return noWatchList(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return a.cs.CoreV1().LimitRanges("").List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return a.cs.CoreV1().LimitRanges("").Watch(ctx, o)
+		},
+	})
+}
