@@ -190,13 +190,23 @@ func TestDemoUpAndDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := kubernetes.NewForConfigOrDie(cfg)
-	pods, err := cs.CoreV1().Pods("cgpilot-system").List(context.Background(), metav1.ListOptions{})
+	all, err := cs.CoreV1().Pods("cgpilot-system").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The namespace also runs the aggregator's Deployment (step 4).
+	pods := &corev1.PodList{}
+	var others []string
+	for _, p := range all.Items {
+		if strings.HasPrefix(p.Name, "cgpilot-agent-") {
+			pods.Items = append(pods.Items, p)
+		} else if !strings.HasPrefix(p.Name, "cgpilot-aggregator-") {
+			others = append(others, p.Name)
+		}
+	}
 	if len(pods.Items) != 1 || pods.Items[0].Status.Phase != corev1.PodRunning || pods.Items[0].Spec.Containers[0].Image != demo.AgentImage ||
-		len(pods.Items[0].OwnerReferences) != 1 || pods.Items[0].OwnerReferences[0].Kind != "DaemonSet" {
-		t.Errorf("want one running agent pod of the DaemonSet from %s, have %+v", demo.AgentImage, pods.Items)
+		len(pods.Items[0].OwnerReferences) != 1 || pods.Items[0].OwnerReferences[0].Kind != "DaemonSet" || len(others) > 0 {
+		t.Errorf("want one running agent pod of the DaemonSet from %s (and the aggregator's), have %+v; others %v", demo.AgentImage, pods.Items, others)
 	}
 
 	// The agent runs unprivileged with no capabilities under the runtime's
