@@ -80,6 +80,12 @@ type Config struct {
 	Period, Grace, Step time.Duration
 	// HotWatermark is the hot-node threshold (share of allocatable).
 	HotWatermark float64
+	// Placement is the placement rule's watermarks (shares of allocatable
+	// that the sum of the 7-day peaks of a node's pods stays under): the
+	// extender's filter and the rescheduler apply it. LoadInterval is how
+	// often the nodes' loads are recomputed (default 1 min).
+	Placement    profile.Rule
+	LoadInterval time.Duration
 	// Audience of the agents' tokens and the accepted agent users
 	// (default system:serviceaccount:<Namespace>:cgpilot-agent).
 	Audience   string
@@ -145,7 +151,7 @@ type Config struct {
 // DefaultConfig returns the defaults of the command's flags.
 func DefaultConfig() Config {
 	return Config{LeaseName: "cgpilot-aggregator", SecureAddr: ":8443", HTTPAddr: ":8080", Period: report.DefaultPeriod,
-		HotWatermark: 0.8, Audience: auth.Audience, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second,
+		HotWatermark: 0.8, Placement: profile.Rule{CPU: 0.8, Memory: 0.8}, Audience: auth.Audience, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second,
 		RetryPeriod: 2 * time.Second, FoldInterval: 5 * time.Second, SampleInterval: 10 * time.Second,
 		WebhookClientNames:  []string{"kube-apiserver", "kube-apiserver-kubelet-client"},
 		ExtenderClientNames: []string{"system:kube-scheduler", "kube-scheduler"}}
@@ -259,6 +265,15 @@ func (c *Config) defaults() error {
 	if !(c.HotWatermark > 0 && c.HotWatermark <= 1) {
 		return fmt.Errorf("%w: hot watermark %v, want (0, 1]", ErrConfig, c.HotWatermark)
 	}
+	if c.Placement == (profile.Rule{}) {
+		c.Placement = d.Placement
+	}
+	if err := c.Placement.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if c.LoadInterval < 0 {
+		return fmt.Errorf("%w: profile interval %v", ErrConfig, c.LoadInterval)
+	}
 	if c.Audience == "" {
 		c.Audience = d.Audience
 	}
@@ -371,7 +386,7 @@ func New(cfg Config, log logr.Logger) (*Aggregator, error) {
 	a.Store = state.New(sc)
 	sc = a.Store.Config()
 	a.Analysis = analysis.New(analysis.Config{Period: cfg.Period})
-	a.Profiles = profile.New(profile.Config{Period: cfg.Period, Grace: sc.Grace, HotWatermark: cfg.HotWatermark})
+	a.Profiles = profile.New(profile.Config{Period: cfg.Period, Grace: sc.Grace, HotWatermark: cfg.HotWatermark, LoadInterval: cfg.LoadInterval})
 	if a.dc != nil {
 		a.cp = kube.NewCheckpointer(a.dc, a.Store, a.Profiles, log.WithName("checkpoint"), a.reg)
 		a.cp.Now = a.now
@@ -423,6 +438,8 @@ func (a *Aggregator) Run(ctx context.Context) error {
 		Help: "Dashboard, JSON API and /metrics requests by authentication and authorization result: allowed, unauthenticated, forbidden, throttled, unavailable."}, []string{"result"})
 	a.reg.MustRegister(userRequests)
 	guard := &auth.Guard{Authn: authn.users, Authz: authn.authz, Result: func(r string) { userRequests.WithLabelValues(r).Inc() }}
+	flt := extender.NewFilter(a.Profiles, cfg.Placement, a.reg)
+	flt.Now = a.now
 	site := &web.Server{Store: a.Store, Analysis: a.Analysis, Profiles: a.Profiles, Leader: a.IsLeader, Identity: cfg.Identity, Now: a.now, Guard: guard}
 	a.reg.MustRegister(newCollector(a))
 
@@ -432,6 +449,7 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	ing.Register(secureMux)
 	wh.Register(secureMux)
 	ext.Register(secureMux)
+	flt.Register(secureMux)
 	site.Register(plainMux)
 	// /metrics and pprof: callers RBAC lets get those paths (as the
 	// kubelet's and the control plane's own metrics).

@@ -1,6 +1,7 @@
-// Package extender is a kube-scheduler extender (the prioritize verb)
-// that scores nodes by their real usage, with weights that follow what
-// the pod needs most:
+// Package extender is a kube-scheduler extender. Its filter verb (Filter)
+// keeps a pod off nodes where the 7-day peaks of the pods there plus its
+// own would pass profile.Rule; its prioritize verb (Handler) scores nodes
+// by their real usage, with weights that follow what the pod needs most:
 //
 //	demand_r = the pod's expected usage of r / the cluster's average free amount of r
 //	weight_r = demand_r / (mean of demand over the resources)
@@ -233,6 +234,14 @@ func (h *Handler) cluster(now time.Time) []Node {
 // demand is the pod's expected usage: its workload's usage per pod, or
 // its requests.
 func (h *Handler) demand(pod *corev1.Pod, now time.Time) Demand {
+	if info, ok := h.Source.Workload(workloadOf(pod), now); ok && (info.PerPodCPU > 0 || info.PerPodMem > 0) {
+		return Demand{CPU: info.PerPodCPU, Memory: info.PerPodMem}
+	}
+	return requests(pod)
+}
+
+// workloadOf is the pod's workload by the reports' rule.
+func workloadOf(pod *corev1.Pod) report.Workload {
 	var owner *report.Owner
 	if c := controllerOf(pod); c != nil {
 		owner = &report.Owner{Kind: c.Kind, Name: c.Name}
@@ -241,10 +250,11 @@ func (h *Handler) demand(pod *corev1.Pod, now time.Time) Demand {
 	if name == "" {
 		name = pod.GenerateName
 	}
-	wl := report.WorkloadOf(pod.Namespace, name, owner, pod.Labels, nil)
-	if info, ok := h.Source.Workload(wl, now); ok && (info.PerPodCPU > 0 || info.PerPodMem > 0) {
-		return Demand{CPU: info.PerPodCPU, Memory: info.PerPodMem}
-	}
+	return report.WorkloadOf(pod.Namespace, name, owner, pod.Labels, nil)
+}
+
+// requests sums the pod's containers' requests.
+func requests(pod *corev1.Pod) Demand {
 	var d Demand
 	for _, c := range pod.Spec.Containers {
 		d.CPU += c.Resources.Requests.Cpu().AsApproximateFloat64()

@@ -21,6 +21,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"--secure-addr=127.0.0.1:0"}, "needs --tls-cert-file"},
 		{[]string{"--report-period=7s", "--secure-addr="}, "report period"},
 		{[]string{"--hot-watermark=2", "--secure-addr="}, "hot watermark"},
+		{[]string{"--placement-watermark-memory=0", "--secure-addr="}, "placement watermarks"},
 	} {
 		var stderr bytes.Buffer
 		if code := run(tc.args, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.want) {
