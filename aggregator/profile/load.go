@@ -145,6 +145,24 @@ func (p *Profiles) RefreshLoads(now time.Time) {
 	p.refreshLoadsLocked(now, true)
 }
 
+// Placed returns what node's latest report said of workload w there: its
+// pods and their use per pod (cores, bytes); ok is false when the report
+// did not list it.
+func (p *Profiles) Placed(node string, w report.Workload) (pods int, cpu, mem float64, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.nodes[node]
+	if n == nil {
+		return 0, 0, 0, false
+	}
+	for _, pl := range n.placed {
+		if pl.wl == w && pl.pods > 0 {
+			return int(pl.pods), float64(pl.cpu) / float64(pl.pods), float64(pl.mem) / float64(pl.pods), true
+		}
+	}
+	return 0, 0, 0, false
+}
+
 // StaleAfter is how long a node may be silent before its data is stale.
 func (p *Profiles) StaleAfter() time.Duration { return p.cfg.StaleAfter }
 
