@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
@@ -41,6 +42,7 @@ import (
 	"github.com/cgpilot/cgpilot/aggregator/ingest"
 	"github.com/cgpilot/cgpilot/aggregator/kube"
 	"github.com/cgpilot/cgpilot/aggregator/profile"
+	"github.com/cgpilot/cgpilot/aggregator/reschedule"
 	"github.com/cgpilot/cgpilot/aggregator/state"
 	"github.com/cgpilot/cgpilot/aggregator/trust"
 	"github.com/cgpilot/cgpilot/aggregator/web"
@@ -86,6 +88,12 @@ type Config struct {
 	// often the nodes' loads are recomputed (default 1 min).
 	Placement    profile.Rule
 	LoadInterval time.Duration
+	// Reschedule runs the rescheduler (off by default; it needs the API
+	// server): RescheduleConfig's Rule, HotWatermark and Period are the
+	// aggregator's; its DeschedulerUser defaults to
+	// system:serviceaccount:<Namespace>:cgpilot-descheduler.
+	Reschedule       bool
+	RescheduleConfig reschedule.Config
 	// Audience of the agents' tokens and the accepted agent users
 	// (default system:serviceaccount:<Namespace>:cgpilot-agent).
 	Audience   string
@@ -188,6 +196,10 @@ type Aggregator struct {
 	proxy           *leaderProxy
 	cp              *kube.Checkpointer
 	annot           *kube.NodeAnnotator
+	rc              *rest.Config
+	// Rescheduler is set with Config.Reschedule.
+	Rescheduler *reschedule.Rescheduler
+	cluster     *kube.Cluster
 }
 
 // SecureAddr and HTTPAddr are the bound listen addresses.
@@ -301,6 +313,12 @@ func (c *Config) defaults() error {
 	if c.Standalone && c.StaticTokens == "" {
 		return fmt.Errorf("%w: standalone needs static tokens (there is no API server to review tokens)", ErrConfig)
 	}
+	if c.RescheduleConfig.DeschedulerUser == "" {
+		c.RescheduleConfig.DeschedulerUser = "system:serviceaccount:" + c.Namespace + ":cgpilot-descheduler"
+	}
+	if c.Reschedule && c.Standalone {
+		return fmt.Errorf("%w: rescheduling needs the API server (it reads pods and PodDisruptionBudgets): not with --standalone", ErrConfig)
+	}
 	if (c.CertFile == "") != (c.KeyFile == "") {
 		return fmt.Errorf("%w: give both the certificate and the key, or neither", ErrConfig)
 	}
@@ -371,6 +389,7 @@ func New(cfg Config, log logr.Logger) (*Aggregator, error) {
 		if err != nil {
 			return nil, err
 		}
+		a.rc = rc
 		a.policies = kube.NewPolicies(a.dc, a.cs, 10*time.Minute)
 		a.pods = kube.NewPods(podCS)
 		a.pods.Retention = cfg.PodRetention
@@ -387,6 +406,19 @@ func New(cfg Config, log logr.Logger) (*Aggregator, error) {
 	sc = a.Store.Config()
 	a.Analysis = analysis.New(analysis.Config{Period: cfg.Period})
 	a.Profiles = profile.New(profile.Config{Period: cfg.Period, Grace: sc.Grace, HotWatermark: cfg.HotWatermark, LoadInterval: cfg.LoadInterval})
+	if cfg.Reschedule {
+		md, err := metadata.NewForConfig(a.rc)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		a.cluster = kube.NewCluster(a.cs, md)
+		rcfg := cfg.RescheduleConfig
+		rcfg.Rule, rcfg.HotWatermark, rcfg.Period = cfg.Placement, cfg.HotWatermark, cfg.Period
+		if a.Rescheduler, err = reschedule.New(rcfg, a.Profiles, a.cluster, log.WithName("reschedule"), a.reg); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		a.Rescheduler.Now = a.now
+	}
 	if a.dc != nil {
 		a.cp = kube.NewCheckpointer(a.dc, a.Store, a.Profiles, log.WithName("checkpoint"), a.reg)
 		a.cp.Now = a.now
@@ -419,7 +451,11 @@ func (a *Aggregator) Run(ctx context.Context) error {
 		recorder = b.NewRecorder(scheme, "cgpilot-aggregator")
 	}
 
-	ing := ingest.New(authn.agents, a.Store, a.reg, a.Analysis, a.Profiles)
+	observers := []ingest.Observer{a.Analysis, a.Profiles}
+	if a.Rescheduler != nil {
+		observers = append(observers, a.Rescheduler)
+	}
+	ing := ingest.New(authn.agents, a.Store, a.reg, observers...)
 	ing.Now = a.now
 	ing.Trust = a.trust()
 	// One report a period, and a backlog of up to 100 at one a second.
@@ -451,6 +487,12 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	ext.Register(secureMux)
 	flt.Register(secureMux)
 	site.Register(plainMux)
+	if a.Rescheduler != nil {
+		a.Rescheduler.Register(secureMux)
+		a.Rescheduler.RegisterQuery(plainMux)
+	} else {
+		reschedule.RegisterOff(secureMux, plainMux, cfg.RescheduleConfig.DeschedulerUser)
+	}
 	// /metrics and pprof: callers RBAC lets get those paths (as the
 	// kubelet's and the control plane's own metrics).
 	plainMux.Handle("GET /metrics", guard.Require(auth.Attributes{Verb: "get", Path: "/metrics"}, promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg})))
@@ -865,6 +907,16 @@ func (a *Aggregator) lead(ctx context.Context, recorder events.EventRecorder) {
 			cp.MinAge = time.Nanosecond
 			cp.Pass(fctx)
 		}()
+	}
+	if a.Rescheduler != nil {
+		run(func() {
+			// Start returns once the node informer has listed (it retries
+			// by itself), or with ctx.
+			if err := a.cluster.Start(ctx); err != nil {
+				return
+			}
+			a.Rescheduler.Run(ctx)
+		})
 	}
 	if a.annot != nil {
 		run(func() { a.annot.Run(ctx) })

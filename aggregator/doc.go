@@ -18,6 +18,9 @@
 //	                     dynamic-weight usage score
 //	aggregator/webhook   the mutating admission webhook of Auto policies; every
 //	                     value it writes passes the compiler's clamp
+//	aggregator/reschedule what cgpilot adds to the upstream descheduler: its
+//	                     utilization query, the eviction webhook's caps,
+//	                     the queue, the move records and daily report
 //	aggregator/web       the JSON API and the dashboard
 //
 // # Replicas
