@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	stdlog "log"
@@ -487,12 +488,17 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	ext.Register(secureMux)
 	flt.Register(secureMux)
 	site.Register(plainMux)
-	if a.Rescheduler != nil {
-		a.Rescheduler.Register(secureMux)
-		a.Rescheduler.RegisterQuery(plainMux)
-	} else {
-		reschedule.RegisterOff(secureMux, plainMux, cfg.RescheduleConfig.DeschedulerUser)
+	evictions, query, status := reschedule.OffEvictions(cfg.RescheduleConfig.DeschedulerUser), reschedule.OffQuery(), func(*http.Request) reschedule.Status { return reschedule.Status{} }
+	if rs := a.Rescheduler; rs != nil {
+		evictions, query, status = rs.Evictions(), rs.Query(), rs.StatusFor
 	}
+	secureMux.Handle("POST "+reschedule.PathEvictions, evictions)
+	plainMux.Handle(reschedule.PathQuery, query)
+	plainMux.Handle("GET "+reschedule.PathStatus, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(status(r))
+	}))
 	// /metrics and pprof: callers RBAC lets get those paths (as the
 	// kubelet's and the control plane's own metrics).
 	plainMux.Handle("GET /metrics", guard.Require(auth.Attributes{Verb: "get", Path: "/metrics"}, promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg})))

@@ -15,10 +15,12 @@ import (
 	"github.com/cgpilot/cgpilot/api/report"
 )
 
-// PathEvictions is where the eviction webhook answers (a
+// PathEvictions is where the eviction webhook answers: a
 // ValidatingWebhookConfiguration on pods/eviction CREATE whose
-// matchConditions let only the descheduler's user through).
-const PathEvictions = "/reschedule/evictions"
+// matchConditions let only the descheduler's user through. It is under
+// /admission/ beside the mutating webhook: the same caller (the API
+// server) passes the same gate.
+const PathEvictions = "/admission/evictions"
 
 // Denial codes (the metric's reason label and Move.Code).
 const (
@@ -66,10 +68,9 @@ func Forbidden(pod *corev1.Pod) (code, why string) {
 	return "", ""
 }
 
-// Register adds the eviction webhook to mux (the HTTPS server).
-func (r *Rescheduler) Register(mux *http.ServeMux) {
-	mux.Handle("POST "+PathEvictions, http.HandlerFunc(r.serveAdmission))
-}
+// Evictions is the eviction webhook's handler (POST PathEvictions on the
+// HTTPS server, behind the gate of the API server's client certificate).
+func (r *Rescheduler) Evictions() http.Handler { return http.HandlerFunc(r.serveAdmission) }
 
 func (r *Rescheduler) serveAdmission(w http.ResponseWriter, req *http.Request) {
 	var review admissionv1.AdmissionReview

@@ -56,14 +56,11 @@ type promAnswer struct {
 	Error     string `json:"error,omitempty"`
 }
 
-// RegisterQuery adds the query endpoint and the status API to mux (the
-// HTTP server: the descheduler's Prometheus client trusts only the
-// cluster's CA, which does not sign the aggregator's certificate).
-func (r *Rescheduler) RegisterQuery(mux *http.ServeMux) {
-	mux.Handle("GET "+PathQuery, http.HandlerFunc(r.serveQuery))
-	mux.Handle("POST "+PathQuery, http.HandlerFunc(r.serveQuery))
-	mux.Handle("GET "+PathStatus, http.HandlerFunc(r.serveStatus))
-}
+// Query is the handler of the descheduler's instant query (GET or POST
+// PathQuery, on the HTTP server: the descheduler's Prometheus client
+// trusts only the cluster's CA, which does not sign the aggregator's
+// certificate). The wiring authenticates the caller first.
+func (r *Rescheduler) Query() http.Handler { return http.HandlerFunc(r.serveQuery) }
 
 func promError(w http.ResponseWriter, code int, kind, msg string) {
 	w.Header().Set("Content-Type", "application/json")
@@ -101,7 +98,8 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// PathStatus is the rescheduler's JSON API (the dashboard's card).
+// PathStatus is the rescheduler's JSON API (the dashboard's card), a
+// cluster view of package web.
 const PathStatus = "/api/v1/reschedule"
 
 // Status is PathStatus's answer.
@@ -133,6 +131,16 @@ type Settings struct {
 	QueueInterval   string  `json:"queueInterval"`
 }
 
+// StatusFor is Status now with the request's ?limit latest moves
+// (default 50, at most 1,000).
+func (r *Rescheduler) StatusFor(req *http.Request) Status {
+	n := 50
+	if v, err := strconv.Atoi(req.URL.Query().Get("limit")); err == nil && v > 0 {
+		n = min(v, 1000)
+	}
+	return r.Status(r.now(), n)
+}
+
 // Status returns the page's data.
 func (r *Rescheduler) Status(now time.Time, recent int) Status {
 	c := r.cfg
@@ -142,31 +150,24 @@ func (r *Rescheduler) Status(now time.Time, recent int) Status {
 			PerNode: c.PerNode, PerWorkload: c.PerWorkload, PerHour: c.PerHour, Hours: c.Hours.String(), QueueInterval: c.QueueInterval.String()}}
 }
 
-func (r *Rescheduler) serveStatus(w http.ResponseWriter, req *http.Request) {
-	n := 50
-	if v, err := strconv.Atoi(req.URL.Query().Get("limit")); err == nil && v > 0 {
-		n = min(v, 1000)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(r.Status(r.now(), n))
+// OffQuery answers the descheduler's query when rescheduling is off
+// (the descheduler may be deployed while the aggregator's --reschedule is
+// not set): an error saying so, and nothing moves.
+func OffQuery() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		// 422, as Prometheus answers a query it cannot execute: its client
+		// shows the message only for 400 and 422.
+		promError(w, http.StatusUnprocessableEntity, "execution", offWhy)
+	})
 }
 
-// RegisterOff answers the descheduler when rescheduling is off: its query
-// gets an error and every eviction the webhook sees is refused, both
-// saying so (the webhook and the descheduler may be deployed while the
-// aggregator's --reschedule is not set: nothing moves then). Evictions
-// by any other user than deschedulerUser are allowed.
-func RegisterOff(secure, plain *http.ServeMux, deschedulerUser string) {
-	const why = "cgpilot rescheduling is off: start the aggregator with --reschedule"
-	plain.Handle(PathQuery, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		promError(w, http.StatusServiceUnavailable, "unavailable", why)
-	}))
-	plain.Handle("GET "+PathStatus, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(Status{})
-	}))
-	secure.Handle("POST "+PathEvictions, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+const offWhy = "cgpilot rescheduling is off: start the aggregator with --reschedule"
+
+// OffEvictions is the eviction webhook when rescheduling is off: every
+// eviction by deschedulerUser is refused, saying so; any other user's is
+// allowed.
+func OffEvictions(deschedulerUser string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		var review admissionv1.AdmissionReview
 		if err := json.NewDecoder(io.LimitReader(req.Body, maxReviewBytes)).Decode(&review); err != nil || review.Request == nil {
 			http.Error(w, "want an AdmissionReview with a request", http.StatusBadRequest)
@@ -175,10 +176,10 @@ func RegisterOff(secure, plain *http.ServeMux, deschedulerUser string) {
 		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
 		if review.Request.UserInfo.Username == deschedulerUser {
 			review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: false, Result: &metav1.Status{Status: metav1.StatusFailure,
-				Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: why}}
+				Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: offWhy}}
 		}
 		review.Request = nil
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(review)
-	}))
+	})
 }

@@ -382,7 +382,7 @@ func TestQueryWithThePrometheusClient(t *testing.T) {
 	b.p.RefreshLoads(b.now)
 	b.r.QueuePass(b.now)
 	mux := http.NewServeMux()
-	b.r.RegisterQuery(mux)
+	mux.Handle(PathQuery, b.r.Query())
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	c, err := promapi.NewClient(promapi.Config{Address: srv.URL + "/prometheus"})
@@ -407,18 +407,12 @@ func TestQueryWithThePrometheusClient(t *testing.T) {
 	if _, _, _, err := promv1.NewAPI(c).Query(context.Background(), "up", time.Now()); err == nil || !strings.Contains(err.Error(), "only the instant query") {
 		t.Errorf("another query: %v", err)
 	}
-	resp, err := http.Get(srv.URL + PathStatus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st Status
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || len(st.Queue) != 1 || len(st.Days) != 7 || len(st.Hourly) != 24 {
-		t.Errorf("status %+v %v", st, err)
+	st := b.r.StatusFor(httptest.NewRequest(http.MethodGet, PathStatus+"?limit=5", nil))
+	if !st.Enabled || len(st.Queue) != 1 || len(st.Days) != 7 || len(st.Hourly) != 24 {
+		t.Errorf("status %+v", st)
 	}
 	// The webhook's HTTP side: a body too large or not a review is refused.
-	mux2 := http.NewServeMux()
-	b.r.Register(mux2)
-	srv2 := httptest.NewServer(mux2)
+	srv2 := httptest.NewServer(b.r.Evictions())
 	defer srv2.Close()
 	r2, _ := http.Post(srv2.URL+PathEvictions, "application/json", strings.NewReader(`{"request":`+strings.Repeat(" ", maxReviewBytes)+`}`))
 	if r2.StatusCode != http.StatusBadRequest {
@@ -491,10 +485,8 @@ func FuzzAdmissionBody(f *testing.F) {
 	f.Add(`{"request":null}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		b := newBed(t, Config{})
-		mux := http.NewServeMux()
-		b.r.Register(mux)
 		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, PathEvictions, strings.NewReader(body)))
+		b.r.Evictions().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, PathEvictions, strings.NewReader(body)))
 		if rec.Code != http.StatusOK && rec.Code != http.StatusBadRequest {
 			t.Errorf("status %d", rec.Code)
 		}
@@ -546,5 +538,29 @@ func TestAdmitPDBAndRepeats(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(b.r.m.evictions.WithLabelValues("denied", CodeCapNode)); got != 4 {
 		t.Errorf("the metric counts every refusal: %v", got)
+	}
+}
+
+// TestOff: with rescheduling off the descheduler's evictions are refused
+// saying so, anybody else's allowed, and its query fails (so it moves
+// nothing).
+func TestOff(t *testing.T) {
+	h := OffEvictions(desched)
+	for user, allowed := range map[string]bool{desched: false, "system:admin": true} {
+		body := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1","name":"p","namespace":"n","operation":"CREATE",` +
+			`"resource":{"resource":"pods"},"subResource":"eviction","userInfo":{"username":"` + user + `"}}}`
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, PathEvictions, strings.NewReader(body)))
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(rec.Body).Decode(&review); err != nil || review.Response == nil || review.Response.UID != "u1" ||
+			review.Response.Allowed != allowed || (!allowed && !strings.Contains(review.Response.Result.Message, "--reschedule")) {
+			t.Errorf("%s: %+v %v", user, review.Response, err)
+		}
+	}
+	srv := httptest.NewServer(OffQuery())
+	defer srv.Close()
+	c, _ := promapi.NewClient(promapi.Config{Address: srv.URL + "/prometheus"})
+	if _, _, _, err := promv1.NewAPI(c).Query(context.Background(), Series, time.Now()); err == nil || !strings.Contains(err.Error(), "rescheduling is off") {
+		t.Errorf("query while off: %v", err)
 	}
 }

@@ -169,7 +169,7 @@ func (p *Process) Tail(n int) string {
 
 // Endpoints are where a test bed's aggregator listens, for Install.
 type Endpoints struct {
-	// WebhookURL is the eviction webhook (https://.../reschedule/evictions)
+	// WebhookURL is the eviction webhook (https://.../admission/evictions)
 	// and CABundle the CA of its certificate (PEM); QueryURL the
 	// descheduler's Prometheus URL (http://.../prometheus).
 	WebhookURL, QueryURL string
