@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	stdlog "log"
@@ -95,6 +94,11 @@ type Config struct {
 	// system:serviceaccount:<Namespace>:cgpilot-descheduler.
 	Reschedule       bool
 	RescheduleConfig reschedule.Config
+	// DeschedulerAudiences are the audiences accepted of the token the
+	// descheduler's Prometheus client sends with its query: its pod's
+	// service-account token, issued for the API server. Default: those of
+	// the aggregator's own service-account token (the same API server's).
+	DeschedulerAudiences []string
 	// Audience of the agents' tokens and the accepted agent users
 	// (default system:serviceaccount:<Namespace>:cgpilot-agent).
 	Audience   string
@@ -408,6 +412,12 @@ func New(cfg Config, log logr.Logger) (*Aggregator, error) {
 	a.Analysis = analysis.New(analysis.Config{Period: cfg.Period})
 	a.Profiles = profile.New(profile.Config{Period: cfg.Period, Grace: sc.Grace, HotWatermark: cfg.HotWatermark, LoadInterval: cfg.LoadInterval})
 	if cfg.Reschedule {
+		if len(a.cfg.DeschedulerAudiences) == 0 {
+			if a.cfg.DeschedulerAudiences = kube.TokenAudiences(a.rc); len(a.cfg.DeschedulerAudiences) == 0 {
+				return nil, fmt.Errorf("%w: rescheduling: the audiences of the descheduler's token are unknown (the aggregator runs without a "+
+					"service-account token): set --descheduler-token-audiences to the API server's", ErrConfig)
+			}
+		}
 		md, err := metadata.NewForConfig(a.rc)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
@@ -477,7 +487,12 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	guard := &auth.Guard{Authn: authn.users, Authz: authn.authz, Result: func(r string) { userRequests.WithLabelValues(r).Inc() }}
 	flt := extender.NewFilter(a.Profiles, cfg.Placement, a.reg)
 	flt.Now = a.now
+	evictions, query, status := reschedule.OffEvictions(cfg.RescheduleConfig.DeschedulerUser), reschedule.OffQuery(), func(*http.Request) reschedule.Status { return reschedule.Status{} }
+	if rs := a.Rescheduler; rs != nil {
+		evictions, query, status = rs.Evictions(), rs.Query(), rs.StatusFor
+	}
 	site := &web.Server{Store: a.Store, Analysis: a.Analysis, Profiles: a.Profiles, Leader: a.IsLeader, Identity: cfg.Identity, Now: a.now, Guard: guard}
+	site.Views = map[string]func(*http.Request) any{reschedule.PathStatus: func(r *http.Request) any { return status(r) }}
 	a.reg.MustRegister(newCollector(a))
 
 	a.proxy = newLeaderProxy(a)
@@ -488,17 +503,13 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	ext.Register(secureMux)
 	flt.Register(secureMux)
 	site.Register(plainMux)
-	evictions, query, status := reschedule.OffEvictions(cfg.RescheduleConfig.DeschedulerUser), reschedule.OffQuery(), func(*http.Request) reschedule.Status { return reschedule.Status{} }
-	if rs := a.Rescheduler; rs != nil {
-		evictions, query, status = rs.Evictions(), rs.Query(), rs.StatusFor
-	}
+	// The eviction webhook is under /admission/: the API server's client
+	// certificate (gates). The descheduler's query: its token reviewed,
+	// and RBAC must let it get the path. The status is a cluster view of
+	// the dashboard's (site.Views).
 	secureMux.Handle("POST "+reschedule.PathEvictions, evictions)
-	plainMux.Handle(reschedule.PathQuery, query)
-	plainMux.Handle("GET "+reschedule.PathStatus, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		_ = json.NewEncoder(w).Encode(status(r))
-	}))
+	dguard := &auth.Guard{Authn: authn.descheduler, Authz: authn.deschedulerAuthz, Result: func(r string) { userRequests.WithLabelValues(r).Inc() }}
+	plainMux.Handle(reschedule.PathQuery, dguard.Require(auth.Attributes{Verb: "get", Path: reschedule.PathQuery}, query))
 	// /metrics and pprof: callers RBAC lets get those paths (as the
 	// kubelet's and the control plane's own metrics).
 	plainMux.Handle("GET /metrics", guard.Require(auth.Attributes{Verb: "get", Path: "/metrics"}, promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg})))
@@ -617,30 +628,51 @@ func serve(ctx context.Context, srv *http.Server, l net.Listener, tls bool, errc
 }
 
 // authenticators are who may call: agents (their node's token), users of
-// the dashboard, and what users may read.
+// the dashboard, what users may read, and the descheduler's query.
 type authenticators struct {
 	agents, users auth.Authenticator
 	authz         auth.Authorizer
+	// descheduler reviews the token the descheduler's Prometheus client
+	// sends (its pod's, for the API server's audiences); with static
+	// tokens too when there is an API server, which the descheduler
+	// always has. Without one it is users.
+	descheduler      auth.Authenticator
+	deschedulerAuthz auth.Authorizer
 }
 
 func (a *Aggregator) authenticator() (authenticators, error) {
+	var out authenticators
+	if a.authCS != nil {
+		reviews := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_aggregator_token_reviews_total",
+			Help: "Bearer tokens checked, by how: cache (answered from the cache), precheck (refused before any review: not a JWT for the audience, expired), " +
+				"throttled (over the caller's or the total review rate), reviewed (a TokenReview), unavailable (the review failed)."}, []string{"result"})
+		a.reg.MustRegister(reviews)
+		observe := func(r string) { reviews.WithLabelValues(r).Inc() }
+		limiter := auth.NewLimiter()
+		tr := a.authCS.AuthenticationV1().TokenReviews()
+		sar := &kube.AccessReviewer{Reviews: a.authCS.AuthorizationV1().SubjectAccessReviews()}
+		out = authenticators{
+			agents: &kube.TokenReviewer{Reviews: tr, Audiences: []string{a.cfg.Audience}, Users: a.cfg.AgentUsers, Limiter: limiter, Observe: observe},
+			users:  &kube.TokenReviewer{Reviews: tr, Audiences: a.cfg.UserAudiences, AnyNode: true, Limiter: limiter, Observe: observe},
+			authz:  sar,
+		}
+		if a.cfg.Reschedule {
+			out.descheduler = &kube.TokenReviewer{Reviews: tr, Audiences: a.cfg.DeschedulerAudiences, AnyNode: true, Limiter: limiter, Observe: observe}
+			out.deschedulerAuthz = sar
+		}
+	}
 	if a.cfg.StaticTokens != "" {
 		a.log.Info("WARNING: static tokens replace TokenReview and SubjectAccessReview (load tests only)", "file", a.cfg.StaticTokens)
 		s, err := auth.LoadStatic(a.cfg.StaticTokens)
-		return authenticators{s, s, s}, err
+		if err != nil {
+			return out, err
+		}
+		out.agents, out.users, out.authz = s, s, s
 	}
-	reviews := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_aggregator_token_reviews_total",
-		Help: "Bearer tokens checked, by how: cache (answered from the cache), precheck (refused before any review: not a JWT for the audience, expired), " +
-			"throttled (over the caller's or the total review rate), reviewed (a TokenReview), unavailable (the review failed)."}, []string{"result"})
-	a.reg.MustRegister(reviews)
-	observe := func(r string) { reviews.WithLabelValues(r).Inc() }
-	limiter := auth.NewLimiter()
-	tr := a.authCS.AuthenticationV1().TokenReviews()
-	return authenticators{
-		agents: &kube.TokenReviewer{Reviews: tr, Audiences: []string{a.cfg.Audience}, Users: a.cfg.AgentUsers, Limiter: limiter, Observe: observe},
-		users:  &kube.TokenReviewer{Reviews: tr, Audiences: a.cfg.UserAudiences, AnyNode: true, Limiter: limiter, Observe: observe},
-		authz:  &kube.AccessReviewer{Reviews: a.authCS.AuthorizationV1().SubjectAccessReviews()},
-	}, nil
+	if out.descheduler == nil {
+		out.descheduler, out.deschedulerAuthz = out.users, out.authz
+	}
+	return out, nil
 }
 
 // warnInsecure says at start which endpoints refuse every caller, or

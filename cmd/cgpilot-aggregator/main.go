@@ -57,6 +57,7 @@ func parse(args []string, stderr io.Writer) (cfg aggregator.Config, debug, ok bo
 	fs.IntVar(&rs.PerNode, "reschedule-max-per-node", 2, "moves from one node per sliding hour")
 	fs.IntVar(&rs.PerWorkload, "reschedule-max-per-workload", 1, "moves of one workload per sliding hour")
 	fs.IntVar(&rs.PerHour, "reschedule-max-per-hour", 30, "moves in all per sliding hour")
+	deschedAud := fs.String("descheduler-token-audiences", "", "comma-separated audiences accepted of the descheduler's token on its query (default those of the aggregator's own service-account token: the API server's)")
 	fs.StringVar(&rs.DeschedulerUser, "descheduler-user", "", "the descheduler's username, whose evictions the webhook judges (default system:serviceaccount:<namespace>:cgpilot-descheduler)")
 	fs.StringVar(&cfg.Audience, "token-audience", d.Audience, "audience of the agents' projected tokens")
 	users := fs.String("agent-users", "", "comma-separated usernames allowed to report (default system:serviceaccount:<namespace>:cgpilot-agent)")
@@ -95,7 +96,7 @@ func parse(args []string, stderr io.Writer) (cfg aggregator.Config, debug, ok bo
 		}
 		return out
 	}
-	cfg.AgentUsers, cfg.UserAudiences = list(*users), list(*userAud)
+	cfg.AgentUsers, cfg.UserAudiences, cfg.DeschedulerAudiences = list(*users), list(*userAud), list(*deschedAud)
 	cfg.WebhookClientNames, cfg.ExtenderClientNames = list(*webhookNames), list(*extNames)
 	h, err := reschedule.ParseHours(*hours)
 	if err != nil {

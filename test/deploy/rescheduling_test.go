@@ -162,6 +162,9 @@ func TestReschedulingLeastPrivilege(t *testing.T) {
 	rules := func(rs []rbacv1.PolicyRule) string {
 		var got []string
 		for _, r := range rs {
+			for _, u := range r.NonResourceURLs {
+				got = append(got, u+": "+strings.Join(r.Verbs, ","))
+			}
 			for _, g := range r.APIGroups {
 				for _, res := range r.Resources {
 					v := append([]string(nil), r.Verbs...)
@@ -175,7 +178,8 @@ func TestReschedulingLeastPrivilege(t *testing.T) {
 	}
 	for name, want := range map[string][]string{
 		"cgpilot-descheduler": {"/nodes: get,list,watch", "/persistentvolumeclaims: get,list,watch", "/pods/eviction: create",
-			"/pods: get,list,watch", "events.k8s.io/events: create,update", "scheduling.k8s.io/priorityclasses: get,list,watch"},
+			"/pods: get,list,watch", "/prometheus/api/v1/query: get", "events.k8s.io/events: create,update",
+			"scheduling.k8s.io/priorityclasses: get,list,watch"},
 		"cgpilot-aggregator-reschedule": {"/nodes: list,watch", "/pods: get,list", "policy/poddisruptionbudgets: list"},
 	} {
 		cr := typed(t, Find(objs, "ClusterRole", name), &rbacv1.ClusterRole{})

@@ -62,11 +62,18 @@ func TestSchedulerExtenderFiltersOnPeaks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The scheduler presents a client certificate, the only caller the
+	// extender answers.
+	callers, err := aggtest.ClientCerts(dir, "system:kube-scheduler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := callers.Certs["system:kube-scheduler"]
 	var offset atomic.Int64 // the aggregator's clock runs ahead by this
 	clock := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	agg := aggtest.Start(t, aggregator.Config{Clock: clock, Standalone: true, StaticTokens: filepath.Join(dir, "tokens"), Identity: "extender",
 		CertFile: certs.CertFile, KeyFile: certs.KeyFile, FoldInterval: 200 * time.Millisecond, LoadInterval: time.Second,
-		Placement: profile.Rule{CPU: 0.8, Memory: 0.8}})
+		Placement: profile.Rule{CPU: 0.8, Memory: 0.8}, ExtenderClientCAFile: callers.CAFile})
 	schedCfg := fmt.Sprintf(`extenders:
   - urlPrefix: "https://%s/scheduler"
     filterVerb: filter
@@ -75,9 +82,11 @@ func TestSchedulerExtenderFiltersOnPeaks(t *testing.T) {
     enableHTTPS: true
     tlsConfig:
       caData: %s
+      certFile: %s
+      keyFile: %s
     nodeCacheCapable: true
     ignorable: true
-`, agg.SecureAddr(), base64.StdEncoding.EncodeToString(certs.CAPEM))
+`, agg.SecureAddr(), base64.StdEncoding.EncodeToString(certs.CAPEM), sched.CertFile, sched.KeyFile)
 	cp := harness.MustStart(t, bins, harness.Options{Controllers: true, SchedulerConfig: schedCfg})
 	cs := cp.Client
 	addNode := func(n string) {
@@ -181,7 +190,7 @@ func TestSchedulerExtenderFiltersOnPeaks(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	filtered := metricValue(t, agg.HTTPURL()+"/metrics", `cgpilot_aggregator_filter_nodes_total{verdict="filtered_cpu"}`)
+	filtered := metricValue(t, agg, `cgpilot_aggregator_filter_nodes_total{verdict="filtered_cpu"}`)
 	if filtered < 2 {
 		t.Errorf("the extender filtered peaky %v times; the scheduler should have asked at least twice", filtered)
 	}
@@ -229,17 +238,17 @@ func TestSchedulerExtenderFiltersOnPeaks(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the pod pinned to the stale node placed (fail-open)", 60*time.Second, func() bool { return nodeOf("probe") == "silent" })
-	if unknown := metricValue(t, agg.HTTPURL()+"/metrics", `cgpilot_aggregator_filter_nodes_total{verdict="unknown"}`); unknown < 1 {
+	if unknown := metricValue(t, agg, `cgpilot_aggregator_filter_nodes_total{verdict="unknown"}`); unknown < 1 {
 		t.Errorf("the stale node was not counted as unknown (%v)", unknown)
 	}
 }
 
-// metricValue reads one sample (name with its labels, as exposed) from a
-// Prometheus text page; 0 when absent.
-func metricValue(t *testing.T, url, series string) float64 {
+// metricValue reads one sample (name with its labels, as exposed) of the
+// replica's metrics (its registry: /metrics needs a token); 0 when absent.
+func metricValue(t *testing.T, r *aggtest.Replica, series string) float64 {
 	t.Helper()
 	var v float64
-	for _, l := range strings.Split(get(t, url), "\n") {
+	for _, l := range strings.Split(metricsOf(t, r), "\n") {
 		if strings.HasPrefix(l, series+" ") {
 			fmt.Sscan(strings.Fields(l)[1], &v)
 		}

@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -102,6 +105,17 @@ func TestReschedulingWithTheDescheduler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The API server presents a client certificate to the webhooks, the
+	// scheduler to the extender: the only callers those answer.
+	callers, err := aggtest.ClientCerts(dir, "kube-apiserver", "system:kube-scheduler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admission, err := aggtest.WebhookAuth(dir, callers.Certs["kube-apiserver"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := callers.Certs["system:kube-scheduler"]
 	securePort, httpPort := freeLoopbackPort(t), freeLoopbackPort(t)
 	aggSecure := "127.0.0.1:" + strconv.Itoa(securePort)
 	schedCfg := fmt.Sprintf(`extenders:
@@ -112,10 +126,13 @@ func TestReschedulingWithTheDescheduler(t *testing.T) {
     enableHTTPS: true
     tlsConfig:
       caData: %s
+      certFile: %s
+      keyFile: %s
     nodeCacheCapable: true
     ignorable: true
-`, aggSecure, base64.StdEncoding.EncodeToString(certs.CAPEM))
-	cp := harness.MustStart(t, bins, harness.Options{Controllers: true, SchedulerConfig: schedCfg})
+`, aggSecure, base64.StdEncoding.EncodeToString(certs.CAPEM), sched.CertFile, sched.KeyFile)
+	cp := harness.MustStart(t, bins, harness.Options{Controllers: true, SchedulerConfig: schedCfg,
+		ExtraFlags: map[string][]string{"kube-apiserver": {admission}}})
 	cs := cp.Client
 	applyCRDs(ctx, t, cp)
 	for _, ns := range []string{"cgpilot-system", "shop"} {
@@ -142,10 +159,14 @@ func TestReschedulingWithTheDescheduler(t *testing.T) {
 	const period = 5 * time.Second
 	agg := aggtest.Start(t, aggregator.Config{RESTConfig: cp.Config, Namespace: "cgpilot-system", Identity: "agg",
 		SecureAddr: aggSecure, HTTPAddr: "127.0.0.1:" + strconv.Itoa(httpPort), StaticTokens: tokens,
-		CertFile: certs.CertFile, KeyFile: certs.KeyFile, Period: period, FoldInterval: 200 * time.Millisecond, LoadInterval: time.Second,
+		CertFile: certs.CertFile, KeyFile: certs.KeyFile, Period: period, SampleInterval: time.Second, FoldInterval: 200 * time.Millisecond, LoadInterval: time.Second,
 		Placement: profile.Rule{CPU: 0.8, Memory: 0.8}, HotWatermark: 0.8, Reschedule: true,
 		RescheduleConfig: reschedule.Config{Emergency: 0.9, QueueInterval: 10 * time.Second, CheckInterval: 2 * time.Second,
-			MoveTimeout: time.Minute, PerNode: 2, PerWorkload: 3, PerHour: 10}})
+			MoveTimeout: time.Minute, PerNode: 2, PerWorkload: 3, PerHour: 10},
+		// The test bed's API server issues its pods' tokens for its
+		// --service-account-issuer (no --api-audiences).
+		DeschedulerAudiences: []string{"https://kubernetes.default.svc.cluster.local"},
+		WebhookClientCAFile:  callers.CAFile, ExtenderClientCAFile: callers.CAFile})
 	aggtest.Wait(t, "the aggregator leading", 60*time.Second, agg.IsLeader)
 	rs := agg.Rescheduler
 
@@ -247,6 +268,33 @@ func TestReschedulingWithTheDescheduler(t *testing.T) {
 	token, err := descheduler.Token(ctx, cs)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Its query: the token reviewed (TokenReview) and the path authorized
+	// (SubjectAccessReview) by the real API server; the component's role
+	// grants it to the descheduler alone.
+	exp := int64(600)
+	other, err := cs.CoreV1().ServiceAccounts("shop").CreateToken(ctx, "default",
+		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		who, token string
+		want       int
+	}{{"no token", "", 401}, {"a junk token", "junk", 401}, {"shop's default service account", other.Status.Token, 403}, {"the descheduler", token, 200}} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, agg.HTTPURL()+reschedule.PathQuery+"?query="+reschedule.Series, nil)
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		if resp.StatusCode != c.want || (c.want == 200 && strings.Count(string(body), `"instance"`) != len(nodes)) {
+			t.Errorf("the query as %s: %d %.300s, want %d (and every node)", c.who, resp.StatusCode, body, c.want)
+		}
 	}
 	ca, err := descheduler.CA(cp.Config)
 	if err != nil {
