@@ -164,16 +164,15 @@ func (h *Handler) Register(mux *http.ServeMux) { mux.Handle("POST "+PathPrioriti
 // Node objects is big; 64 MiB covers 5,000 nodes of ~10 KiB.
 const maxArgsBytes = 64 << 20
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	t0 := time.Now()
-	defer func() { h.latency.Observe(time.Since(t0).Seconds()) }()
-	var args extenderv1.ExtenderArgs
+// readArgs decodes a verb's ExtenderArgs and its candidate node names
+// (names only with nodeCacheCapable, else the Nodes'); a bad body is
+// answered 400 and counted, and ok is false.
+func readArgs(w http.ResponseWriter, r *http.Request, calls *prometheus.CounterVec) (args extenderv1.ExtenderArgs, names []string, ok bool) {
 	if err := json.NewDecoder(io.LimitReader(r.Body, maxArgsBytes)).Decode(&args); err != nil || args.Pod == nil {
-		h.calls.WithLabelValues("bad_request").Inc()
+		calls.WithLabelValues("bad_request").Inc()
 		http.Error(w, "want ExtenderArgs with a pod", http.StatusBadRequest)
-		return
+		return args, nil, false
 	}
-	var names []string
 	switch {
 	case args.NodeNames != nil:
 		names = *args.NodeNames
@@ -181,6 +180,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for _, n := range args.Nodes.Items {
 			names = append(names, n.Name)
 		}
+	}
+	return args, names, true
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	t0 := time.Now()
+	defer func() { h.latency.Observe(time.Since(t0).Seconds()) }()
+	args, names, ok := readArgs(w, r, h.calls)
+	if !ok {
+		return
 	}
 	list := make(extenderv1.HostPriorityList, len(names))
 	if h.Leader != nil && !h.Leader() {

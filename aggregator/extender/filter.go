@@ -1,9 +1,7 @@
 package extender
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -79,20 +77,9 @@ func Reason(rule profile.Rule, resource string) string {
 func (f *Filter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t0 := time.Now()
 	defer func() { f.latency.Observe(time.Since(t0).Seconds()) }()
-	var args extenderv1.ExtenderArgs
-	if err := json.NewDecoder(io.LimitReader(r.Body, maxArgsBytes)).Decode(&args); err != nil || args.Pod == nil {
-		f.calls.WithLabelValues("bad_request").Inc()
-		http.Error(w, "want ExtenderArgs with a pod", http.StatusBadRequest)
+	args, names, ok := readArgs(w, r, f.calls)
+	if !ok {
 		return
-	}
-	var names []string
-	switch {
-	case args.NodeNames != nil:
-		names = *args.NodeNames
-	case args.Nodes != nil:
-		for _, n := range args.Nodes.Items {
-			names = append(names, n.Name)
-		}
 	}
 	res := extenderv1.ExtenderFilterResult{FailedNodes: extenderv1.FailedNodesMap{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}}
 	if h := f.Leader; h != nil && !h() {

@@ -74,19 +74,7 @@ func TestSchedulerExtenderFiltersOnPeaks(t *testing.T) {
 	agg := aggtest.Start(t, aggregator.Config{Clock: clock, Standalone: true, StaticTokens: filepath.Join(dir, "tokens"), Identity: "extender",
 		CertFile: certs.CertFile, KeyFile: certs.KeyFile, FoldInterval: 200 * time.Millisecond, LoadInterval: time.Second,
 		Placement: profile.Rule{CPU: 0.8, Memory: 0.8}, ExtenderClientCAFile: callers.CAFile})
-	schedCfg := fmt.Sprintf(`extenders:
-  - urlPrefix: "https://%s/scheduler"
-    filterVerb: filter
-    prioritizeVerb: prioritize
-    weight: 5
-    enableHTTPS: true
-    tlsConfig:
-      caData: %s
-      certFile: %s
-      keyFile: %s
-    nodeCacheCapable: true
-    ignorable: true
-`, agg.SecureAddr(), base64.StdEncoding.EncodeToString(certs.CAPEM), sched.CertFile, sched.KeyFile)
+	schedCfg := extenderConfig(agg.SecureAddr(), certs.CAPEM, sched)
 	cp := harness.MustStart(t, bins, harness.Options{Controllers: true, SchedulerConfig: schedCfg})
 	cs := cp.Client
 	addNode := func(n string) {
@@ -241,6 +229,24 @@ func TestSchedulerExtenderFiltersOnPeaks(t *testing.T) {
 	if unknown := metricValue(t, agg, `cgpilot_aggregator_filter_nodes_total{verdict="unknown"}`); unknown < 1 {
 		t.Errorf("the stale node was not counted as unknown (%v)", unknown)
 	}
+}
+
+// extenderConfig is the scheduler's configuration of the aggregator at
+// addr as the extender of both verbs (CA caPEM), presenting cert.
+func extenderConfig(addr string, caPEM []byte, cert aggtest.ClientCert) string {
+	return fmt.Sprintf(`extenders:
+  - urlPrefix: "https://%s/scheduler"
+    filterVerb: filter
+    prioritizeVerb: prioritize
+    weight: 5
+    enableHTTPS: true
+    tlsConfig:
+      caData: %s
+      certFile: %s
+      keyFile: %s
+    nodeCacheCapable: true
+    ignorable: true
+`, addr, base64.StdEncoding.EncodeToString(caPEM), cert.CertFile, cert.KeyFile)
 }
 
 // metricValue reads one sample (name with its labels, as exposed) of the

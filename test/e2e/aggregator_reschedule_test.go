@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -118,19 +117,7 @@ func TestReschedulingWithTheDescheduler(t *testing.T) {
 	sched := callers.Certs["system:kube-scheduler"]
 	securePort, httpPort := freeLoopbackPort(t), freeLoopbackPort(t)
 	aggSecure := "127.0.0.1:" + strconv.Itoa(securePort)
-	schedCfg := fmt.Sprintf(`extenders:
-  - urlPrefix: "https://%s/scheduler"
-    filterVerb: filter
-    prioritizeVerb: prioritize
-    weight: 5
-    enableHTTPS: true
-    tlsConfig:
-      caData: %s
-      certFile: %s
-      keyFile: %s
-    nodeCacheCapable: true
-    ignorable: true
-`, aggSecure, base64.StdEncoding.EncodeToString(certs.CAPEM), sched.CertFile, sched.KeyFile)
+	schedCfg := extenderConfig(aggSecure, certs.CAPEM, sched)
 	cp := harness.MustStart(t, bins, harness.Options{Controllers: true, SchedulerConfig: schedCfg,
 		ExtraFlags: map[string][]string{"kube-apiserver": {admission}}})
 	cs := cp.Client
