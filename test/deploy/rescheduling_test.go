@@ -159,23 +159,6 @@ func TestReschedulingContract(t *testing.T) {
 // runs the descheduler with this role).
 func TestReschedulingLeastPrivilege(t *testing.T) {
 	objs := render(t, ComponentAggregator, ComponentRescheduling)
-	rules := func(rs []rbacv1.PolicyRule) string {
-		var got []string
-		for _, r := range rs {
-			for _, u := range r.NonResourceURLs {
-				got = append(got, u+": "+strings.Join(r.Verbs, ","))
-			}
-			for _, g := range r.APIGroups {
-				for _, res := range r.Resources {
-					v := append([]string(nil), r.Verbs...)
-					sort.Strings(v)
-					got = append(got, g+"/"+res+": "+strings.Join(v, ","))
-				}
-			}
-		}
-		sort.Strings(got)
-		return strings.Join(got, "\n")
-	}
 	for name, want := range map[string][]string{
 		"cgpilot-descheduler": {"/nodes: get,list,watch", "/persistentvolumeclaims: get,list,watch", "/pods/eviction: create",
 			"/pods: get,list,watch", "/prometheus/api/v1/query: get", "events.k8s.io/events: create,update",
@@ -183,8 +166,28 @@ func TestReschedulingLeastPrivilege(t *testing.T) {
 		"cgpilot-aggregator-reschedule": {"/nodes: list,watch", "/pods: get,list", "policy/poddisruptionbudgets: list"},
 	} {
 		cr := typed(t, Find(objs, "ClusterRole", name), &rbacv1.ClusterRole{})
-		if got := rules(cr.Rules); got != strings.Join(want, "\n") {
+		if got := ruleLines(cr.Rules); got != strings.Join(want, "\n") {
 			t.Errorf("ClusterRole %s:\n%s\nwant:\n%s", name, got, strings.Join(want, "\n"))
 		}
 	}
+}
+
+// ruleLines is a role's rules one line a resource or path, sorted:
+// "group/resource: verbs" and "/path: verbs".
+func ruleLines(rs []rbacv1.PolicyRule) string {
+	var got []string
+	for _, r := range rs {
+		v := append([]string(nil), r.Verbs...)
+		sort.Strings(v)
+		for _, u := range r.NonResourceURLs {
+			got = append(got, u+": "+strings.Join(v, ","))
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				got = append(got, g+"/"+res+": "+strings.Join(v, ","))
+			}
+		}
+	}
+	sort.Strings(got)
+	return strings.Join(got, "\n")
 }
