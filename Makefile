@@ -100,11 +100,12 @@ test-e2e:
 	@pkgs="$(call present,$(E2E_PKGS))"; \
 	if [ -z "$$pkgs" ]; then echo "test-e2e: none of $(E2E_PKGS) exist on this branch: nothing to run"; exit 0; fi; \
 	bins=$$(test/k8sbins/build.sh) || { echo "test-e2e: building the Kubernetes binaries failed (see above)" >&2; exit 1; }; \
+	desched=$$(test/deschedbin/build.sh) || { echo "test-e2e: building the descheduler failed (see above)" >&2; exit 1; }; \
 	node=0; kernel=0; \
 	if why=$$(hack/tier-check.sh node); then node=1; else echo "test-e2e: node tier off: $$why"; fi; \
 	if why=$$(hack/tier-check.sh kernel); then kernel=1; else echo "test-e2e: agent tests with real cgroups off: $$why"; fi; \
-	echo "CGPILOT_K8S_BINS=$$bins CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=$$node CGPILOT_TEST_KERNEL=$$kernel go test $(RACE) -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) $$pkgs"; \
-	CGPILOT_K8S_BINS=$$bins CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=$$node CGPILOT_TEST_KERNEL=$$kernel \
+	echo "CGPILOT_K8S_BINS=$$bins CGPILOT_DESCHEDULER=$$desched CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=$$node CGPILOT_TEST_KERNEL=$$kernel go test $(RACE) -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) $$pkgs"; \
+	CGPILOT_K8S_BINS=$$bins CGPILOT_DESCHEDULER=$$desched CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=$$node CGPILOT_TEST_KERNEL=$$kernel \
 	  $(GO) test $(RACE) -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) $$pkgs
 
 bench:

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
@@ -41,6 +42,7 @@ import (
 	"github.com/cgpilot/cgpilot/aggregator/ingest"
 	"github.com/cgpilot/cgpilot/aggregator/kube"
 	"github.com/cgpilot/cgpilot/aggregator/profile"
+	"github.com/cgpilot/cgpilot/aggregator/reschedule"
 	"github.com/cgpilot/cgpilot/aggregator/state"
 	"github.com/cgpilot/cgpilot/aggregator/trust"
 	"github.com/cgpilot/cgpilot/aggregator/web"
@@ -80,6 +82,23 @@ type Config struct {
 	Period, Grace, Step time.Duration
 	// HotWatermark is the hot-node threshold (share of allocatable).
 	HotWatermark float64
+	// Placement is the placement rule's watermarks (shares of allocatable
+	// that the sum of the 7-day peaks of a node's pods stays under): the
+	// extender's filter and the rescheduler apply it. LoadInterval is how
+	// often the nodes' loads are recomputed (default 1 min).
+	Placement    profile.Rule
+	LoadInterval time.Duration
+	// Reschedule runs the rescheduler (off by default; it needs the API
+	// server): RescheduleConfig's Rule, HotWatermark and Period are the
+	// aggregator's; its DeschedulerUser defaults to
+	// system:serviceaccount:<Namespace>:cgpilot-descheduler.
+	Reschedule       bool
+	RescheduleConfig reschedule.Config
+	// DeschedulerAudiences are the audiences accepted of the token the
+	// descheduler's Prometheus client sends with its query: its pod's
+	// service-account token, issued for the API server. Default: those of
+	// the aggregator's own service-account token (the same API server's).
+	DeschedulerAudiences []string
 	// Audience of the agents' tokens and the accepted agent users
 	// (default system:serviceaccount:<Namespace>:cgpilot-agent).
 	Audience   string
@@ -145,7 +164,7 @@ type Config struct {
 // DefaultConfig returns the defaults of the command's flags.
 func DefaultConfig() Config {
 	return Config{LeaseName: "cgpilot-aggregator", SecureAddr: ":8443", HTTPAddr: ":8080", Period: report.DefaultPeriod,
-		HotWatermark: 0.8, Audience: auth.Audience, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second,
+		HotWatermark: 0.8, Placement: profile.Rule{CPU: 0.8, Memory: 0.8}, Audience: auth.Audience, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second,
 		RetryPeriod: 2 * time.Second, FoldInterval: 5 * time.Second, SampleInterval: 10 * time.Second,
 		WebhookClientNames:  []string{"kube-apiserver", "kube-apiserver-kubelet-client"},
 		ExtenderClientNames: []string{"system:kube-scheduler", "kube-scheduler"}}
@@ -182,6 +201,10 @@ type Aggregator struct {
 	proxy           *leaderProxy
 	cp              *kube.Checkpointer
 	annot           *kube.NodeAnnotator
+	rc              *rest.Config
+	// Rescheduler is set with Config.Reschedule.
+	Rescheduler *reschedule.Rescheduler
+	cluster     *kube.Cluster
 }
 
 // SecureAddr and HTTPAddr are the bound listen addresses.
@@ -259,6 +282,15 @@ func (c *Config) defaults() error {
 	if !(c.HotWatermark > 0 && c.HotWatermark <= 1) {
 		return fmt.Errorf("%w: hot watermark %v, want (0, 1]", ErrConfig, c.HotWatermark)
 	}
+	if c.Placement == (profile.Rule{}) {
+		c.Placement = d.Placement
+	}
+	if err := c.Placement.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if c.LoadInterval < 0 {
+		return fmt.Errorf("%w: profile interval %v", ErrConfig, c.LoadInterval)
+	}
 	if c.Audience == "" {
 		c.Audience = d.Audience
 	}
@@ -285,6 +317,12 @@ func (c *Config) defaults() error {
 	}
 	if c.Standalone && c.StaticTokens == "" {
 		return fmt.Errorf("%w: standalone needs static tokens (there is no API server to review tokens)", ErrConfig)
+	}
+	if c.RescheduleConfig.DeschedulerUser == "" {
+		c.RescheduleConfig.DeschedulerUser = "system:serviceaccount:" + c.Namespace + ":cgpilot-descheduler"
+	}
+	if c.Reschedule && c.Standalone {
+		return fmt.Errorf("%w: rescheduling needs the API server (it reads pods and PodDisruptionBudgets): not with --standalone", ErrConfig)
 	}
 	if (c.CertFile == "") != (c.KeyFile == "") {
 		return fmt.Errorf("%w: give both the certificate and the key, or neither", ErrConfig)
@@ -356,6 +394,7 @@ func New(cfg Config, log logr.Logger) (*Aggregator, error) {
 		if err != nil {
 			return nil, err
 		}
+		a.rc = rc
 		a.policies = kube.NewPolicies(a.dc, a.cs, 10*time.Minute)
 		a.pods = kube.NewPods(podCS)
 		a.pods.Retention = cfg.PodRetention
@@ -371,7 +410,26 @@ func New(cfg Config, log logr.Logger) (*Aggregator, error) {
 	a.Store = state.New(sc)
 	sc = a.Store.Config()
 	a.Analysis = analysis.New(analysis.Config{Period: cfg.Period})
-	a.Profiles = profile.New(profile.Config{Period: cfg.Period, Grace: sc.Grace, HotWatermark: cfg.HotWatermark})
+	a.Profiles = profile.New(profile.Config{Period: cfg.Period, Grace: sc.Grace, HotWatermark: cfg.HotWatermark, LoadInterval: cfg.LoadInterval})
+	if cfg.Reschedule {
+		if len(a.cfg.DeschedulerAudiences) == 0 {
+			if a.cfg.DeschedulerAudiences = kube.TokenAudiences(a.rc); len(a.cfg.DeschedulerAudiences) == 0 {
+				return nil, fmt.Errorf("%w: rescheduling: the audiences of the descheduler's token are unknown (the aggregator runs without a "+
+					"service-account token): set --descheduler-token-audiences to the API server's", ErrConfig)
+			}
+		}
+		md, err := metadata.NewForConfig(a.rc)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		a.cluster = kube.NewCluster(a.cs, md)
+		rcfg := cfg.RescheduleConfig
+		rcfg.Rule, rcfg.HotWatermark, rcfg.Period = cfg.Placement, cfg.HotWatermark, cfg.Period
+		if a.Rescheduler, err = reschedule.New(rcfg, a.Profiles, a.cluster, log.WithName("reschedule"), a.reg); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		a.Rescheduler.Now = a.now
+	}
 	if a.dc != nil {
 		a.cp = kube.NewCheckpointer(a.dc, a.Store, a.Profiles, log.WithName("checkpoint"), a.reg)
 		a.cp.Now = a.now
@@ -404,7 +462,11 @@ func (a *Aggregator) Run(ctx context.Context) error {
 		recorder = b.NewRecorder(scheme, "cgpilot-aggregator")
 	}
 
-	ing := ingest.New(authn.agents, a.Store, a.reg, a.Analysis, a.Profiles)
+	observers := []ingest.Observer{a.Analysis, a.Profiles}
+	if a.Rescheduler != nil {
+		observers = append(observers, a.Rescheduler)
+	}
+	ing := ingest.New(authn.agents, a.Store, a.reg, observers...)
 	ing.Now = a.now
 	ing.Trust = a.trust()
 	// One report a period, and a backlog of up to 100 at one a second.
@@ -423,7 +485,14 @@ func (a *Aggregator) Run(ctx context.Context) error {
 		Help: "Dashboard, JSON API and /metrics requests by authentication and authorization result: allowed, unauthenticated, forbidden, throttled, unavailable."}, []string{"result"})
 	a.reg.MustRegister(userRequests)
 	guard := &auth.Guard{Authn: authn.users, Authz: authn.authz, Result: func(r string) { userRequests.WithLabelValues(r).Inc() }}
+	flt := extender.NewFilter(a.Profiles, cfg.Placement, a.reg)
+	flt.Now = a.now
+	evictions, query, status := reschedule.OffEvictions(cfg.RescheduleConfig.DeschedulerUser), reschedule.OffQuery(), func(*http.Request) reschedule.Status { return reschedule.Status{} }
+	if rs := a.Rescheduler; rs != nil {
+		evictions, query, status = rs.Evictions(), rs.Query(), rs.StatusFor
+	}
 	site := &web.Server{Store: a.Store, Analysis: a.Analysis, Profiles: a.Profiles, Leader: a.IsLeader, Identity: cfg.Identity, Now: a.now, Guard: guard}
+	site.Views = map[string]func(*http.Request) any{reschedule.PathStatus: func(r *http.Request) any { return status(r) }}
 	a.reg.MustRegister(newCollector(a))
 
 	a.proxy = newLeaderProxy(a)
@@ -432,7 +501,15 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	ing.Register(secureMux)
 	wh.Register(secureMux)
 	ext.Register(secureMux)
+	flt.Register(secureMux)
 	site.Register(plainMux)
+	// The eviction webhook is under /admission/: the API server's client
+	// certificate (gates). The descheduler's query: its token reviewed,
+	// and RBAC must let it get the path. The status is a cluster view of
+	// the dashboard's (site.Views).
+	secureMux.Handle("POST "+reschedule.PathEvictions, evictions)
+	dguard := &auth.Guard{Authn: authn.descheduler, Authz: authn.deschedulerAuthz, Result: func(r string) { userRequests.WithLabelValues(r).Inc() }}
+	plainMux.Handle(reschedule.PathQuery, dguard.Require(auth.Attributes{Verb: "get", Path: reschedule.PathQuery}, query))
 	// /metrics and pprof: callers RBAC lets get those paths (as the
 	// kubelet's and the control plane's own metrics).
 	plainMux.Handle("GET /metrics", guard.Require(auth.Attributes{Verb: "get", Path: "/metrics"}, promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg})))
@@ -551,30 +628,51 @@ func serve(ctx context.Context, srv *http.Server, l net.Listener, tls bool, errc
 }
 
 // authenticators are who may call: agents (their node's token), users of
-// the dashboard, and what users may read.
+// the dashboard, what users may read, and the descheduler's query.
 type authenticators struct {
 	agents, users auth.Authenticator
 	authz         auth.Authorizer
+	// descheduler reviews the token the descheduler's Prometheus client
+	// sends (its pod's, for the API server's audiences); with static
+	// tokens too when there is an API server, which the descheduler
+	// always has. Without one it is users.
+	descheduler      auth.Authenticator
+	deschedulerAuthz auth.Authorizer
 }
 
 func (a *Aggregator) authenticator() (authenticators, error) {
+	var out authenticators
+	if a.authCS != nil {
+		reviews := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_aggregator_token_reviews_total",
+			Help: "Bearer tokens checked, by how: cache (answered from the cache), precheck (refused before any review: not a JWT for the audience, expired), " +
+				"throttled (over the caller's or the total review rate), reviewed (a TokenReview), unavailable (the review failed)."}, []string{"result"})
+		a.reg.MustRegister(reviews)
+		observe := func(r string) { reviews.WithLabelValues(r).Inc() }
+		limiter := auth.NewLimiter()
+		tr := a.authCS.AuthenticationV1().TokenReviews()
+		sar := &kube.AccessReviewer{Reviews: a.authCS.AuthorizationV1().SubjectAccessReviews()}
+		out = authenticators{
+			agents: &kube.TokenReviewer{Reviews: tr, Audiences: []string{a.cfg.Audience}, Users: a.cfg.AgentUsers, Limiter: limiter, Observe: observe},
+			users:  &kube.TokenReviewer{Reviews: tr, Audiences: a.cfg.UserAudiences, AnyNode: true, Limiter: limiter, Observe: observe},
+			authz:  sar,
+		}
+		if a.cfg.Reschedule {
+			out.descheduler = &kube.TokenReviewer{Reviews: tr, Audiences: a.cfg.DeschedulerAudiences, AnyNode: true, Limiter: limiter, Observe: observe}
+			out.deschedulerAuthz = sar
+		}
+	}
 	if a.cfg.StaticTokens != "" {
 		a.log.Info("WARNING: static tokens replace TokenReview and SubjectAccessReview (load tests only)", "file", a.cfg.StaticTokens)
 		s, err := auth.LoadStatic(a.cfg.StaticTokens)
-		return authenticators{s, s, s}, err
+		if err != nil {
+			return out, err
+		}
+		out.agents, out.users, out.authz = s, s, s
 	}
-	reviews := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_aggregator_token_reviews_total",
-		Help: "Bearer tokens checked, by how: cache (answered from the cache), precheck (refused before any review: not a JWT for the audience, expired), " +
-			"throttled (over the caller's or the total review rate), reviewed (a TokenReview), unavailable (the review failed)."}, []string{"result"})
-	a.reg.MustRegister(reviews)
-	observe := func(r string) { reviews.WithLabelValues(r).Inc() }
-	limiter := auth.NewLimiter()
-	tr := a.authCS.AuthenticationV1().TokenReviews()
-	return authenticators{
-		agents: &kube.TokenReviewer{Reviews: tr, Audiences: []string{a.cfg.Audience}, Users: a.cfg.AgentUsers, Limiter: limiter, Observe: observe},
-		users:  &kube.TokenReviewer{Reviews: tr, Audiences: a.cfg.UserAudiences, AnyNode: true, Limiter: limiter, Observe: observe},
-		authz:  &kube.AccessReviewer{Reviews: a.authCS.AuthorizationV1().SubjectAccessReviews()},
-	}, nil
+	if out.descheduler == nil {
+		out.descheduler, out.deschedulerAuthz = out.users, out.authz
+	}
+	return out, nil
 }
 
 // warnInsecure says at start which endpoints refuse every caller, or
@@ -847,6 +945,16 @@ func (a *Aggregator) lead(ctx context.Context, recorder events.EventRecorder) {
 			cp.MinAge = time.Nanosecond
 			cp.Pass(fctx)
 		}()
+	}
+	if a.Rescheduler != nil {
+		run(func() {
+			// Start returns once the node informer has listed (it retries
+			// by itself), or with ctx.
+			if err := a.cluster.Start(ctx); err != nil {
+				return
+			}
+			a.Rescheduler.Run(ctx)
+		})
 	}
 	if a.annot != nil {
 		run(func() { a.annot.Run(ctx) })

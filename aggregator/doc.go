@@ -14,9 +14,13 @@
 //	                     node annotations, the policy cache (fed to the policy
 //	                     compiler, api/v1alpha1/policy, which the agents share),
 //	                     LimitRanges and nodes' allocatable for the webhook's clamp
-//	aggregator/extender  the kube-scheduler extender's dynamic-weight usage score
+//	aggregator/extender  the kube-scheduler extender: the 7-day-peak filter, the
+//	                     dynamic-weight usage score
 //	aggregator/webhook   the mutating admission webhook of Auto policies; every
 //	                     value it writes passes the compiler's clamp
+//	aggregator/reschedule what cgpilot adds to the upstream descheduler: its
+//	                     utilization query, the eviction webhook's caps,
+//	                     the queue, the move records and daily report
 //	aggregator/web       the JSON API and the dashboard
 //
 // # Replicas

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cgpilot/cgpilot/aggregator"
+	"github.com/cgpilot/cgpilot/aggregator/reschedule"
 	"github.com/cgpilot/cgpilot/test/aggtest"
 )
 
@@ -71,6 +72,9 @@ func TestEndpointsRefuseUnknownCallers(t *testing.T) {
 		`"operation":"CREATE","namespace":"shop","object":{"metadata":{"name":"p","namespace":"shop"},"spec":{"containers":[{"name":"app","image":"x"}]}}}}`
 	args := `{"pod":{"metadata":{"name":"p","namespace":"shop"}},"nodenames":["node-1","node-2"]}`
 	mutate, prioritize := r.URL()+"/admission/mutate", r.URL()+"/scheduler/prioritize"
+	evictions, query := r.URL()+reschedule.PathEvictions, r.HTTPURL()+reschedule.PathQuery+"?query="+reschedule.Series
+	eviction := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u2","operation":"CREATE","namespace":"shop","name":"p",` +
+		`"resource":{"resource":"pods"},"subResource":"eviction","userInfo":{"username":"system:serviceaccount:cgpilot-system:cgpilot-descheduler"}}}`
 	for _, tc := range []struct {
 		name   string
 		client *http.Client
@@ -96,6 +100,15 @@ func TestEndpointsRefuseUnknownCallers(t *testing.T) {
 		{"another CA's scheduler", aggtest.HTTPClientWithCert(certs.CAPEM, stranger.Certs["kube-scheduler"].Pair), "POST", prioritize, "", args, 403},
 		{"the scheduler's certificate", as("kube-scheduler"), "POST", prioritize, "", args, 200},
 		{"an 8 MiB declared body", as("kube-scheduler"), "POST", prioritize, "", strings.Repeat(" ", 8<<20), 413},
+		// The rescheduler's endpoints (off here: they answer that it is).
+		{"anonymous descheduler query", anon, "GET", query, "", "", 401},
+		{"an agent's token on the query", anon, "GET", query, "agent-token", "", 403},
+		{"an allowed token on the query (off: 422)", anon, "GET", query, "viewer-token", "", 422},
+		{"anonymous rescheduling status", anon, "GET", r.HTTPURL() + reschedule.PathStatus, "", "", 401},
+		{"a viewer's rescheduling status", anon, "GET", r.HTTPURL() + reschedule.PathStatus, "viewer-token", "", 200},
+		{"anonymous eviction review", anon, "POST", evictions, "", eviction, 403},
+		{"a token on the eviction webhook", anon, "POST", evictions, "viewer-token", eviction, 403},
+		{"the API server's certificate on the eviction webhook", as("kube-apiserver"), "POST", evictions, "", eviction, 200},
 	} {
 		var body io.Reader
 		if tc.body != "" {

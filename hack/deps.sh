@@ -11,6 +11,9 @@
 #   k8s binaries   test/k8sbins/build.sh: built once from the Go module proxy
 #                  (10-20 min on 2 cores), cached by their pin
 #   v2 VM kernel   test/v2vm/kernel.sh (test only): a Debian kernel, cached
+#   descheduler    test/deschedbin/build.sh (test only): the upstream
+#                  descheduler the rescheduling tests run, built once from the
+#                  Go module proxy (3-5 min on 2 cores), cached by its pin
 #
 # `make demo` and `make test` run it first; when everything is there it
 # takes well under a second. For demo a missing piece is an error. For test
@@ -25,7 +28,7 @@ NODE_PKGS="containerd runc busybox-static containernetworking-plugins iproute2 i
 TEST_PKGS="qemu-system-x86 cpio clang-19 llvm-19 libbpf-dev gcc libc6-dev chromium"
 pkgs=$NODE_PKGS
 steps=2
-if [ "$what" != demo ]; then pkgs="$pkgs $TEST_PKGS"; steps=3; fi
+if [ "$what" != demo ]; then pkgs="$pkgs $TEST_PKGS"; steps=4; fi
 
 # The demo runs a real kubelet and containerd: nothing to install for a
 # user who cannot run it.
@@ -83,6 +86,17 @@ if [ "$what" != demo ]; then
     echo "deps 3/$steps: v2 VM kernel $k ($(ms "$t"))"
   else
     failed "3/$steps v2 VM kernel" "test/v2vm/kernel.sh failed (see above)"
+  fi
+  t=$(date +%s%N)
+  if b=$(test/deschedbin/build.sh --check); then
+    echo "deps 4/$steps: descheduler $b ($(ms "$t"))"
+  else
+    echo "deps 4/$steps: building the descheduler (once; cached by its pin)"
+    if b=$(test/deschedbin/build.sh); then
+      echo "deps 4/$steps: descheduler $b ($(ms "$t"))"
+    else
+      failed "4/$steps descheduler" "test/deschedbin/build.sh failed (see above)"
+    fi
   fi
 fi
 echo "deps: done in $(ms "$start")"

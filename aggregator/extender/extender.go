@@ -1,6 +1,7 @@
-// Package extender is a kube-scheduler extender (the prioritize verb)
-// that scores nodes by their real usage, with weights that follow what
-// the pod needs most:
+// Package extender is a kube-scheduler extender. Its filter verb (Filter)
+// keeps a pod off nodes where the 7-day peaks of the pods there plus its
+// own would pass profile.Rule; its prioritize verb (Handler) scores nodes
+// by their real usage, with weights that follow what the pod needs most:
 //
 //	demand_r = the pod's expected usage of r / the cluster's average free amount of r
 //	weight_r = demand_r / (mean of demand over the resources)
@@ -163,16 +164,15 @@ func (h *Handler) Register(mux *http.ServeMux) { mux.Handle("POST "+PathPrioriti
 // Node objects is big; 64 MiB covers 5,000 nodes of ~10 KiB.
 const maxArgsBytes = 64 << 20
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	t0 := time.Now()
-	defer func() { h.latency.Observe(time.Since(t0).Seconds()) }()
-	var args extenderv1.ExtenderArgs
+// readArgs decodes a verb's ExtenderArgs and its candidate node names
+// (names only with nodeCacheCapable, else the Nodes'); a bad body is
+// answered 400 and counted, and ok is false.
+func readArgs(w http.ResponseWriter, r *http.Request, calls *prometheus.CounterVec) (args extenderv1.ExtenderArgs, names []string, ok bool) {
 	if err := json.NewDecoder(io.LimitReader(r.Body, maxArgsBytes)).Decode(&args); err != nil || args.Pod == nil {
-		h.calls.WithLabelValues("bad_request").Inc()
+		calls.WithLabelValues("bad_request").Inc()
 		http.Error(w, "want ExtenderArgs with a pod", http.StatusBadRequest)
-		return
+		return args, nil, false
 	}
-	var names []string
 	switch {
 	case args.NodeNames != nil:
 		names = *args.NodeNames
@@ -180,6 +180,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for _, n := range args.Nodes.Items {
 			names = append(names, n.Name)
 		}
+	}
+	return args, names, true
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	t0 := time.Now()
+	defer func() { h.latency.Observe(time.Since(t0).Seconds()) }()
+	args, names, ok := readArgs(w, r, h.calls)
+	if !ok {
+		return
 	}
 	list := make(extenderv1.HostPriorityList, len(names))
 	if h.Leader != nil && !h.Leader() {
@@ -233,6 +243,14 @@ func (h *Handler) cluster(now time.Time) []Node {
 // demand is the pod's expected usage: its workload's usage per pod, or
 // its requests.
 func (h *Handler) demand(pod *corev1.Pod, now time.Time) Demand {
+	if info, ok := h.Source.Workload(workloadOf(pod), now); ok && (info.PerPodCPU > 0 || info.PerPodMem > 0) {
+		return Demand{CPU: info.PerPodCPU, Memory: info.PerPodMem}
+	}
+	return requests(pod)
+}
+
+// workloadOf is the pod's workload by the reports' rule.
+func workloadOf(pod *corev1.Pod) report.Workload {
 	var owner *report.Owner
 	if c := controllerOf(pod); c != nil {
 		owner = &report.Owner{Kind: c.Kind, Name: c.Name}
@@ -241,10 +259,11 @@ func (h *Handler) demand(pod *corev1.Pod, now time.Time) Demand {
 	if name == "" {
 		name = pod.GenerateName
 	}
-	wl := report.WorkloadOf(pod.Namespace, name, owner, pod.Labels, nil)
-	if info, ok := h.Source.Workload(wl, now); ok && (info.PerPodCPU > 0 || info.PerPodMem > 0) {
-		return Demand{CPU: info.PerPodCPU, Memory: info.PerPodMem}
-	}
+	return report.WorkloadOf(pod.Namespace, name, owner, pod.Labels, nil)
+}
+
+// requests sums the pod's containers' requests.
+func requests(pod *corev1.Pod) Demand {
 	var d Demand
 	for _, c := range pod.Spec.Containers {
 		d.CPU += c.Resources.Requests.Cpu().AsApproximateFloat64()

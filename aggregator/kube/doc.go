@@ -5,8 +5,10 @@
 // gone), the nodes' usage-profile annotations (NodeAnnotator), the
 // RightsizePolicy and namespace caches (Policies) that feed the policy
 // compiler (api/v1alpha1/policy) to resolve a report's policy and match new
-// pods for the webhook, and the LimitRange and node caches (Limits) that
-// bound the webhook's clamp.
+// pods for the webhook, the LimitRange and node caches (Limits) that
+// bound the webhook's clamp, and what the rescheduler reads (Cluster: a
+// pod, its PodDisruptionBudgets, a controller's newest placed pod, the
+// node names from a metadata-only informer).
 //
 // Writes are budgeted because the API server is shared: at the default 20
 // checkpoint writes a second, 50,000 workloads are each written every 42

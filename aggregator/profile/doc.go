@@ -6,6 +6,13 @@
 // allocatable, and each workload's latest usage per pod (what the
 // scheduler extender expects a new pod to use).
 //
+// Placement (Load, Rule): each workload's 7-day peak per pod (per window
+// the highest usage per pod on any one node; per day its maximum), and per
+// node the sum of those peaks over the pods its latest report ran,
+// recomputed every LoadInterval into a snapshot read without a lock. Rule
+// keeps that sum under a fraction of allocatable: the extender's filter
+// and the rescheduler both ask it.
+//
 // A node's series is its reported usage per window; a workload's is the
 // sum over the nodes that reported it in a window, closed Grace after the
 // window ends. Each series costs a fixed 0.8 KiB (Ring: per day and hour

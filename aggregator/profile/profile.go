@@ -4,6 +4,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cgpilot/cgpilot/api/report"
@@ -168,6 +169,9 @@ type Config struct {
 	// StaleAfter: a node not reporting for this long is left out of the
 	// cluster's averages and the hot list (default 3 periods).
 	StaleAfter time.Duration
+	// LoadInterval is how often the nodes' placement loads are recomputed
+	// (default 1 min).
+	LoadInterval time.Duration
 }
 
 // Profiles keeps the usage profiles of every node and workload, the
@@ -180,12 +184,20 @@ type Profiles struct {
 	workloads map[report.Workload]*workloadProfile
 	// open sums each workload's usage per window over the nodes.
 	open map[int64]map[report.Workload]*windowSum
+	// loads is the latest placement-load snapshot (see Loads), read
+	// without the lock.
+	loads   atomic.Pointer[loadSnapshot]
+	loadsAt time.Time
 }
 
 type nodeProfile struct {
 	ring     Ring
 	latest   report.NodeUsage
 	lastSeen time.Time
+	// placed is what the latest report ran: per workload its pods and
+	// their usage on this node; placedEnd is that report's window end.
+	placed    []placement
+	placedEnd time.Time
 }
 
 type workloadProfile struct {
@@ -193,11 +205,15 @@ type workloadProfile struct {
 	// perPodCPU and perPodMem: the last closed window's usage per pod.
 	perPodCPU, perPodMem float32
 	lastWindow           time.Time
+	// podPeak: per day the highest usage of one pod (see windowSum).
+	podPeak peakRing
 }
 
 type windowSum struct {
 	cpu, mem float64
 	pods     int
+	// podCPU and podMem: the highest usage per pod on any one node.
+	podCPU, podMem float64
 }
 
 // New returns empty profiles.
@@ -213,6 +229,9 @@ func New(cfg Config) *Profiles {
 	}
 	if cfg.StaleAfter == 0 {
 		cfg.StaleAfter = 3 * cfg.Period
+	}
+	if cfg.LoadInterval == 0 {
+		cfg.LoadInterval = time.Minute
 	}
 	return &Profiles{cfg: cfg, nodes: map[string]*nodeProfile{}, workloads: map[report.Workload]*workloadProfile{}, open: map[int64]map[report.Workload]*windowSum{}}
 }
@@ -234,8 +253,10 @@ func (p *Profiles) Observe(d *report.Decoded, now time.Time) {
 		win = map[report.Workload]*windowSum{}
 		p.open[w] = win
 	}
-	// Pods per workload on this node: the most of any of its containers.
-	pods := map[report.Workload]int{}
+	// Per workload on this node: its pods (the most of any of its
+	// containers) and its usage (the sum over them).
+	n.placed = n.placed[:0]
+	at := map[report.Workload]int{}
 	for _, c := range d.Containers {
 		s := win[c.Workload]
 		if s == nil {
@@ -244,18 +265,35 @@ func (p *Profiles) Observe(d *report.Decoded, now time.Time) {
 		}
 		s.cpu += c.UsageCPU
 		s.mem += c.UsageMemory
-		pods[c.Workload] = max(pods[c.Workload], c.Pods)
+		i, ok := at[c.Workload]
+		if !ok {
+			i = len(n.placed)
+			at[c.Workload] = i
+			n.placed = append(n.placed, placement{wl: c.Workload})
+		}
+		pl := &n.placed[i]
+		pl.pods = max(pl.pods, int32(c.Pods))
+		pl.cpu += float32(c.UsageCPU)
+		pl.mem += float32(c.UsageMemory)
 	}
-	for wl, np := range pods {
-		win[wl].pods += np
+	n.placedEnd = d.WindowEnd
+	for _, pl := range n.placed {
+		s := win[pl.wl]
+		s.pods += int(pl.pods)
+		if pl.pods > 0 {
+			s.podCPU = max(s.podCPU, float64(pl.cpu)/float64(pl.pods))
+			s.podMem = max(s.podMem, float64(pl.mem)/float64(pl.pods))
+		}
 	}
 }
 
 // Close adds every window that ended Grace before now to the workload
-// profiles (a report arriving later for it is left out of them).
+// profiles (a report arriving later for it is left out of them), and
+// recomputes the placement loads when LoadInterval has passed.
 func (p *Profiles) Close(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer p.refreshLoadsLocked(now, false)
 	cutoff := now.Add(-p.cfg.Grace).UnixNano()
 	var due []int64
 	for w := range p.open {
@@ -273,6 +311,7 @@ func (p *Profiles) Close(now time.Time) {
 				p.workloads[wl] = wp
 			}
 			wp.ring.Add(at.Add(-time.Nanosecond), s.cpu, s.mem)
+			wp.podPeak.add(at.Add(-time.Nanosecond), s.podCPU, s.podMem)
 			if s.pods > 0 && !at.Before(wp.lastWindow) {
 				wp.perPodCPU, wp.perPodMem, wp.lastWindow = float32(s.cpu/float64(s.pods)), float32(s.mem/float64(s.pods)), at
 			}
@@ -356,6 +395,16 @@ type WorkloadInfo struct {
 	Profile   Summary         `json:"profile"`
 	PerPodCPU float64         `json:"perPodCPU"`
 	PerPodMem float64         `json:"perPodMemory"`
+	// PeakPodCPU and PeakPodMem are the 7-day maximum usage of one pod:
+	// of each window, the highest usage per pod on any node.
+	PeakPodCPU float64 `json:"peakPodCPU"`
+	PeakPodMem float64 `json:"peakPodMemory"`
+}
+
+func workloadInfo(w report.Workload, wp *workloadProfile, now time.Time) WorkloadInfo {
+	i := WorkloadInfo{Workload: w, Profile: wp.ring.Summary(now), PerPodCPU: float64(wp.perPodCPU), PerPodMem: float64(wp.perPodMem)}
+	i.PeakPodCPU, i.PeakPodMem = wp.podPeak.max(now)
+	return i
 }
 
 // Workload returns one workload's info.
@@ -366,7 +415,7 @@ func (p *Profiles) Workload(w report.Workload, now time.Time) (WorkloadInfo, boo
 	if !ok {
 		return WorkloadInfo{}, false
 	}
-	return WorkloadInfo{Workload: w, Profile: wp.ring.Summary(now), PerPodCPU: float64(wp.perPodCPU), PerPodMem: float64(wp.perPodMem)}, true
+	return workloadInfo(w, wp, now), true
 }
 
 // Workloads returns every workload's info, sorted.
@@ -375,7 +424,7 @@ func (p *Profiles) Workloads(now time.Time) []WorkloadInfo {
 	defer p.mu.Unlock()
 	out := make([]WorkloadInfo, 0, len(p.workloads))
 	for w, wp := range p.workloads {
-		out = append(out, WorkloadInfo{Workload: w, Profile: wp.ring.Summary(now), PerPodCPU: float64(wp.perPodCPU), PerPodMem: float64(wp.perPodMem)})
+		out = append(out, workloadInfo(w, wp, now))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Workload.String() < out[j].Workload.String() })
 	return out

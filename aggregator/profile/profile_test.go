@@ -108,3 +108,110 @@ func TestProfilesWorkloadsAndHotNodes(t *testing.T) {
 		t.Error("Forget kept the workload or the old nodes")
 	}
 }
+
+// TestPlacementLoads: a node's load is the sum over the pods of its
+// latest report of their workload's 7-day peak per pod, the highest per
+// pod on any node in any window (not the mean over the pods), and follows
+// the pods when a later report shows them gone.
+func TestPlacementLoads(t *testing.T) {
+	p := New(Config{})
+	web := report.Workload{Namespace: "shop", Kind: report.KindDeployment, Name: "web"}
+	batch := report.Workload{Namespace: "shop", Kind: report.KindDeployment, Name: "batch"}
+	send := func(node string, end time.Time, cs ...report.Container) {
+		d := &report.Decoded{Report: report.Report{Node: node, WindowEnd: end,
+			Usage: report.NodeUsage{CPUAllocatable: 4, MemoryAllocatable: 8e9, CPUUsage: 1, MemoryUsage: 1e9}}}
+		d.Containers = cs
+		p.Observe(d, end)
+	}
+	c := func(w report.Workload, name string, pods int, cpu, mem float64) report.Container {
+		return report.Container{Key: report.Key{Workload: w, Container: name}, Pods: pods, UsageCPU: cpu, UsageMemory: mem}
+	}
+	end := day0.Add(10 * time.Minute)
+	// Window 1: web runs 2 pods on a (0.4 cores per pod: two containers
+	// summed) and 1 pod on b at 1.0 core: its peak per pod is 1.0.
+	send("a", end, c(web, "app", 2, 0.6, 2e8), c(web, "sidecar", 2, 0.2, 1e8))
+	send("b", end, c(web, "app", 1, 0.9, 1e8), c(web, "sidecar", 1, 0.1, 1e8), c(batch, "job", 1, 0.5, 1e9))
+	// Window 2: web is quieter everywhere.
+	send("a", end.Add(time.Minute), c(web, "app", 2, 0.2, 1e8))
+	send("b", end.Add(time.Minute), c(web, "app", 1, 0.2, 1e8), c(batch, "job", 1, 0.1, 5e8))
+	p.Close(end.Add(5 * time.Minute))
+	w, _ := p.Workload(web, end)
+	if math.Abs(w.PeakPodCPU-1.0) > 1e-6 || math.Abs(w.PeakPodMem-2e8) > 1 {
+		t.Fatalf("web's peak per pod %v cores %v bytes, want 1.0 and 2e8 (b's pod in window 1)", w.PeakPodCPU, w.PeakPodMem)
+	}
+	p.RefreshLoads(end.Add(5 * time.Minute))
+	la, ok := p.NodeLoad("a")
+	if !ok || la.Pods != 2 || math.Abs(la.CPU-2.0) > 1e-6 || math.Abs(la.Memory-4e8) > 1 {
+		t.Errorf("a's load %+v: want 2 pods × 1.0 core, 2 × 2e8 bytes", la)
+	}
+	lb, _ := p.NodeLoad("b")
+	if math.Abs(lb.CPU-1.5) > 1e-6 || math.Abs(lb.Memory-(2e8+1e9)) > 1 {
+		t.Errorf("b's load %+v: want web 1.0 + batch 0.5 cores, 2e8 + 1e9 bytes", lb)
+	}
+	// A workload with no closed window counts its usage on the node.
+	fresh := report.Workload{Namespace: "shop", Kind: report.KindDeployment, Name: "new"}
+	send("a", end.Add(6*time.Minute), c(fresh, "app", 3, 2.5, 3e9))
+	p.RefreshLoads(end.Add(6 * time.Minute))
+	if la, _ = p.NodeLoad("a"); la.Pods != 3 || math.Abs(la.CPU-2.5) > 1e-6 {
+		t.Errorf("a after web left and a new workload came: %+v, want 3 pods and 2.5 cores", la)
+	}
+	// The snapshot only moves every LoadInterval through Close.
+	send("a", end.Add(7*time.Minute))
+	p.Close(end.Add(6*time.Minute + 30*time.Second))
+	if la, _ = p.NodeLoad("a"); la.Pods != 3 {
+		t.Errorf("load recomputed before LoadInterval: %+v", la)
+	}
+	p.Close(end.Add(7*time.Minute + time.Second))
+	if la, _ = p.NodeLoad("a"); la.Pods != 0 || la.CPU != 0 {
+		t.Errorf("load after an empty report: %+v", la)
+	}
+	if !la.Fresh(end.Add(7*time.Minute), 3*time.Minute) || la.Fresh(end.Add(20*time.Minute), 3*time.Minute) {
+		t.Error("freshness")
+	}
+}
+
+func TestPeakRingHorizon(t *testing.T) {
+	var r peakRing
+	for d := range 10 {
+		r.add(day0.Add(time.Duration(d)*24*time.Hour+time.Hour), float64(10-d), float64(d))
+	}
+	now := day0.Add(9*24*time.Hour + 2*time.Hour)
+	cpu, mem := r.max(now)
+	if cpu != 7 || mem != 9 { // days 3..9: cpu 10-d, mem d
+		t.Errorf("max %v %v, want 7 (day 3) and 9 (day 9)", cpu, mem)
+	}
+	r.add(day0, 100, 100) // older than the horizon: ignored
+	if c, _ := r.max(now); c != cpu {
+		t.Error("an old sample counted")
+	}
+	if unsafe.Sizeof(r) > 100 {
+		t.Errorf("peakRing takes %d bytes", unsafe.Sizeof(r))
+	}
+}
+
+func TestRule(t *testing.T) {
+	r := Rule{CPU: 0.8, Memory: 0.5}
+	l := Load{CPU: 3, Memory: 3e9, CPUAllocatable: 4, MemoryAllocatable: 8e9}
+	for _, tc := range []struct {
+		cpu, mem float64
+		want     string
+	}{{0.2, 0, ""}, {0.21, 0, "cpu"}, {0, 1e9, ""}, {0, 1.1e9, "memory"}, {0.5, 2e9, "cpu"}} {
+		if got := r.Exceeds(l, tc.cpu, tc.mem); got != tc.want {
+			t.Errorf("pod %v cores %v bytes: %q, want %q", tc.cpu, tc.mem, got, tc.want)
+		}
+	}
+	if got := r.Ratio(l); math.Abs(got-3/3.2) > 1e-9 {
+		t.Errorf("ratio %v", got)
+	}
+	if c, m := r.Excess(Load{CPU: 4, Memory: 5e9, CPUAllocatable: 4, MemoryAllocatable: 8e9}); math.Abs(c-0.8) > 1e-9 || math.Abs(m-1e9) > 1 {
+		t.Errorf("excess %v %v", c, m)
+	}
+	if r.Exceeds(Load{CPU: 100}, 1, 1) != "" {
+		t.Error("a node without allocatable was filtered")
+	}
+	for _, bad := range []Rule{{0, 0.5}, {0.5, 1.1}, {math.NaN(), 0.5}} {
+		if bad.Validate() == nil {
+			t.Errorf("%+v validated", bad)
+		}
+	}
+}

@@ -64,6 +64,10 @@ type Server struct {
 	// Guard authenticates and authorizes every API request; nil refuses
 	// them all.
 	Guard *auth.Guard
+	// Views are more cluster views by path (GET, guarded as the others):
+	// what the wiring adds from rooms web does not import (the
+	// rescheduler's status).
+	Views map[string]func(*http.Request) any
 }
 
 // Access is the permission that guards the views: listing
@@ -94,6 +98,9 @@ func (s *Server) Register(mux *http.ServeMux) {
 		"/api/v1/workloads":  {false, s.workloads},
 	} {
 		mux.Handle("GET "+path, s.api(v.cluster, v.fn))
+	}
+	for path, fn := range s.Views {
+		mux.Handle("GET "+path, s.api(true, func(r *http.Request, _ string) any { return fn(r) }))
 	}
 	mux.HandleFunc("GET /api/v1/access", s.access)
 }

@@ -94,13 +94,15 @@ func TestAPIRefusesWithoutAccess(t *testing.T) {
 			OOMKills:   []report.OOMKill{{Key: k, Pod: "web-" + ns + "-secret-pod", Time: now.Add(-90 * time.Second), UsageBytes: 1 << 30}}}}
 		an.Observe(d, now)
 	}
-	s := &Server{Store: st, Analysis: an, Profiles: profile.New(profile.Config{}), Now: func() time.Time { return now }, Guard: staticGuard(t)}
+	s := &Server{Store: st, Analysis: an, Profiles: profile.New(profile.Config{}), Now: func() time.Time { return now }, Guard: staticGuard(t),
+		// A view the wiring adds (the rescheduler's): a cluster view.
+		Views: map[string]func(*http.Request) any{"/api/v1/extra": func(*http.Request) any { return map[string]string{"extra": "secret-pod"} }}}
 	mux := http.NewServeMux()
 	s.Register(mux)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	paths := []string{"/api/v1/access", "/api/v1/summary", "/api/v1/coverage", "/api/v1/capacity", "/api/v1/saturation", "/api/v1/history",
-		"/api/v1/anomalies", "/api/v1/nodes", "/api/v1/hotnodes", "/api/v1/workloads"}
+		"/api/v1/anomalies", "/api/v1/nodes", "/api/v1/hotnodes", "/api/v1/workloads", "/api/v1/extra"}
 	for _, p := range paths {
 		for _, tok := range []string{"", "junk", "agent-tok"} {
 			status, body := fetch(t, srv.URL+p+"?namespace=shop", tok)
@@ -130,10 +132,13 @@ func TestAPIRefusesWithoutAccess(t *testing.T) {
 			t.Errorf("%s (the cluster's view) as the shop user: %d %s", p, status, truncate(body))
 		}
 		status, body = fetch(t, srv.URL+p+"?namespace=shop", "shop-tok")
-		clusterOnly := p == "/api/v1/nodes" || p == "/api/v1/hotnodes"
+		clusterOnly := p == "/api/v1/nodes" || p == "/api/v1/hotnodes" || p == "/api/v1/extra"
 		if clusterOnly && status != http.StatusForbidden || !clusterOnly && (status != 200 || strings.Contains(body, "bank")) {
 			t.Errorf("%s?namespace=shop as the shop user: %d %s", p, status, truncate(body))
 		}
+	}
+	if status, body := fetch(t, srv.URL+"/api/v1/extra", "cluster-tok"); status != 200 || !strings.Contains(body, `"extra"`) {
+		t.Errorf("the added view as the cluster's reader: %d %s", status, truncate(body))
 	}
 	if _, body := fetch(t, srv.URL+"/api/v1/history?namespace=shop", "shop-tok"); !strings.Contains(body, "web-shop-secret-pod") {
 		t.Errorf("the shop user does not see its own OOM kill: %s", body)

@@ -13,8 +13,10 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cgpilot/cgpilot/aggregator"
+	"github.com/cgpilot/cgpilot/aggregator/reschedule"
 	"github.com/cgpilot/cgpilot/cmd/internal/logging"
 )
 
@@ -42,6 +44,21 @@ func parse(args []string, stderr io.Writer) (cfg aggregator.Config, debug, ok bo
 	fs.DurationVar(&cfg.Grace, "grace", 0, "how long after a window ends its reports are awaited (default 2 periods)")
 	fs.DurationVar(&cfg.Step, "step", 0, "how often a recommendation is recomputed when its policy does not say (default 1h)")
 	fs.Float64Var(&cfg.HotWatermark, "hot-watermark", d.HotWatermark, "share of allocatable CPU or memory in real use above which a node is hot")
+	fs.Float64Var(&cfg.Placement.CPU, "placement-watermark-cpu", d.Placement.CPU, "the scheduler filter's rule: share of allocatable CPU the 7-day peaks of a node's pods stay under")
+	fs.Float64Var(&cfg.Placement.Memory, "placement-watermark-memory", d.Placement.Memory, "the same for memory")
+	fs.DurationVar(&cfg.LoadInterval, "profile-interval", 0, "how often the nodes' placement loads (sums of their pods' 7-day peaks) are recomputed (default 1m)")
+	rs := &cfg.RescheduleConfig
+	fs.BoolVar(&cfg.Reschedule, "reschedule", false, "run the rescheduler: the descheduler's utilization query, the eviction webhook's caps, the move records (off by default)")
+	fs.Float64Var(&rs.Emergency, "reschedule-emergency-watermark", 0.9, "share of allocatable CPU in real use above which a node is queued at once, whatever the hour")
+	fs.DurationVar(&rs.QueueInterval, "reschedule-queue-interval", 10*time.Minute, "how often nodes that break the placement rule or are hot are queued")
+	fs.DurationVar(&rs.CheckInterval, "reschedule-check-interval", time.Minute, "how often admitted moves are followed (failed ones re-queued)")
+	fs.DurationVar(&rs.MoveTimeout, "reschedule-move-timeout", 10*time.Minute, "how long an evicted pod's replacement may take to be placed")
+	hours := fs.String("reschedule-hours", "", "hours (UTC) when the queue pass may queue nodes, e.g. 22-6 or 1-5,13; empty: any hour (emergencies: any hour)")
+	fs.IntVar(&rs.PerNode, "reschedule-max-per-node", 2, "moves from one node per sliding hour")
+	fs.IntVar(&rs.PerWorkload, "reschedule-max-per-workload", 1, "moves of one workload per sliding hour")
+	fs.IntVar(&rs.PerHour, "reschedule-max-per-hour", 30, "moves in all per sliding hour")
+	deschedAud := fs.String("descheduler-token-audiences", "", "comma-separated audiences accepted of the descheduler's token on its query (default those of the aggregator's own service-account token: the API server's)")
+	fs.StringVar(&rs.DeschedulerUser, "descheduler-user", "", "the descheduler's username, whose evictions the webhook judges (default system:serviceaccount:<namespace>:cgpilot-descheduler)")
 	fs.StringVar(&cfg.Audience, "token-audience", d.Audience, "audience of the agents' projected tokens")
 	users := fs.String("agent-users", "", "comma-separated usernames allowed to report (default system:serviceaccount:<namespace>:cgpilot-agent)")
 	userAud := fs.String("user-audiences", "", "comma-separated audiences accepted of dashboard, JSON API and /metrics users' tokens (default the --token-audience)")
@@ -79,8 +96,14 @@ func parse(args []string, stderr io.Writer) (cfg aggregator.Config, debug, ok bo
 		}
 		return out
 	}
-	cfg.AgentUsers, cfg.UserAudiences = list(*users), list(*userAud)
+	cfg.AgentUsers, cfg.UserAudiences, cfg.DeschedulerAudiences = list(*users), list(*userAud), list(*deschedAud)
 	cfg.WebhookClientNames, cfg.ExtenderClientNames = list(*webhookNames), list(*extNames)
+	h, err := reschedule.ParseHours(*hours)
+	if err != nil {
+		fmt.Fprintf(stderr, "cgpilot-aggregator: --reschedule-hours: %v\n", err)
+		return cfg, false, false
+	}
+	rs.Hours = h
 	return cfg, debug, true
 }
 

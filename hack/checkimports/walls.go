@@ -108,7 +108,9 @@ var walls = []wall{
 		doc: "aggregator/extender: k8s.io/api types, no client-go"},
 	{pkg: "aggregator/webhook", forbid: clientgo + `|^@/`, allow: `^@/api/report$|^@/recommend$|` + internal + `|^@/api/v1alpha1(/policy)?$|^@/aggregator/profile$`,
 		doc: "aggregator/webhook: k8s.io/api types and the policy compiler, no client-go"},
-	{pkg: "aggregator/kube", forbid: `^@/aggregator/(ingest|web|webhook|extender)$`,
+	{pkg: "aggregator/reschedule", forbid: clientgo + `|^@/`, allow: `^@/api/report$|^@/recommend$|` + internal + `|^@/aggregator/profile$`,
+		doc: "aggregator/reschedule: the descheduler's query, the eviction webhook, the queue and records; k8s.io/api types, no client-go"},
+	{pkg: "aggregator/kube", forbid: `^@/aggregator/(ingest|web|webhook|extender|reschedule)$`,
 		doc: "aggregator/kube: talks to the API server; imports no HTTP room"},
 
 	// ---- the commands

@@ -288,8 +288,9 @@ func HTTPClientWithCert(ca []byte, cert tls.Certificate) *http.Client {
 }
 
 // WebhookAuth writes what a kube-apiserver needs to present a client
-// certificate to admission webhooks (an AdmissionConfiguration whose
-// kubeconfig names cert for every webhook, "*") into dir, and returns its
+// certificate to admission webhooks, mutating (the Auto policies') and
+// validating (the rescheduler's evictions): an AdmissionConfiguration whose
+// kubeconfig names cert for every webhook, "*", into dir; it returns its
 // --admission-control-config-file flag.
 func WebhookAuth(dir string, cert ClientCert) (string, error) {
 	kubeconfig := filepath.Join(dir, "webhook-kubeconfig.yaml")
@@ -309,7 +310,12 @@ plugins:
     configuration:
       apiVersion: apiserver.config.k8s.io/v1
       kind: WebhookAdmissionConfiguration
-      kubeConfigFile: %s
+      kubeConfigFile: %[1]s
+  - name: ValidatingAdmissionWebhook
+    configuration:
+      apiVersion: apiserver.config.k8s.io/v1
+      kind: WebhookAdmissionConfiguration
+      kubeConfigFile: %[1]s
 `, kubeconfig)
 	for path, data := range map[string]string{kubeconfig: kc, admission: ac} {
 		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {

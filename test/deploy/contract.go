@@ -23,6 +23,17 @@ var AggregatorFlags = map[string]string{
 	"--hot-watermark":         "0.8",
 }
 
+// AggregatorRescheduleFlags are the flags the rescheduling component adds
+// to the aggregator's Deployment (its defaults; Helm's values set them).
+// cmd/cgpilot-aggregator's tests parse them.
+var AggregatorRescheduleFlags = map[string]string{
+	"--reschedule":                     "true",
+	"--reschedule-max-per-node":        "2",
+	"--reschedule-max-per-workload":    "1",
+	"--reschedule-max-per-hour":        "30",
+	"--reschedule-emergency-watermark": "0.9",
+}
+
 // AgentAggregatorFlags are the flags the aggregator component adds to the
 // agent's DaemonSet so that it reports (value per flag, in the namespace
 // cgpilot-system). cmd/cgpilot-agent's tests parse them.

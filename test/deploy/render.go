@@ -32,6 +32,7 @@ const (
 	ComponentCgroupV2Systemd = "cgroup-v2-systemd"
 	ComponentCgroupV1Systemd = "cgroup-v1-systemd"
 	ComponentAggregator      = "aggregator"
+	ComponentRescheduling    = "rescheduling"
 )
 
 // Namespace is where the kustomize base puts the agent.

@@ -52,6 +52,23 @@ func E2E(t testing.TB) string {
 	return dir
 }
 
+// Descheduler returns the upstream descheduler binary the rescheduling
+// tests run (CGPILOT_DESCHEDULER, set by the Makefile from
+// test/deschedbin/build.sh); it skips t outside the e2e tier and fails it
+// when the e2e tier is on but the binary is missing.
+func Descheduler(t testing.TB) string {
+	t.Helper()
+	E2E(t)
+	bin := os.Getenv("CGPILOT_DESCHEDULER")
+	if bin == "" {
+		t.Fatal("e2e tier enabled but CGPILOT_DESCHEDULER is empty: run test/deschedbin/build.sh, or make test-e2e")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("e2e tier: descheduler %s: %v (run test/deschedbin/build.sh)", bin, err)
+	}
+	return bin
+}
+
 // Node skips t unless the node tier (real kubelet + containerd) is enabled
 // and the test runs as root. It returns the Kubernetes binaries directory.
 func Node(t testing.TB) string {

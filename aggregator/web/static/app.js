@@ -210,6 +210,60 @@ function historyTable(h) {
     }).join("") + `</table>`;
 }
 
+// Rescheduling: moves per hour (stacked by outcome), failures and refusals
+// by reason, the daily reports, the queue and the latest moves.
+const OUTCOMES = [["moved", C.ok, "moved"], ["failed", C.warn, "failed"], ["denied", C.grey, "refused"], ["pending", C.line, "pending"]];
+function reschedule(r) {
+  document.getElementById("reschedule-card").hidden = r === null;  // a cluster view: not for one namespace's reader
+  if (r === null) return;
+  if (!r.enabled) {
+    document.getElementById("reschedule-settings").textContent = "off (the aggregator's --reschedule)";
+    for (const id of ["reschedule-tiles", "reschedule-hourly", "reschedule-failures", "reschedule-days", "reschedule-queue"]) document.getElementById(id).textContent = "";
+    document.getElementById("reschedule-hourly").innerHTML = `<div class="empty">rescheduling is off</div>`;
+    return;
+  }
+  const s = r.settings, d = r.last24h;
+  document.getElementById("reschedule-settings").textContent =
+    `7-day peaks under ${pct(s.cpuWatermark)} CPU / ${pct(s.memoryWatermark)} memory · emergency above ${pct(s.emergencyWatermark)} CPU · ` +
+    `at most ${s.perNode}/node, ${s.perWorkload}/workload, ${s.perHour} an hour${s.hours ? " · hours " + s.hours + " UTC" : ""}`;
+  const rate = d.successRate < 0 ? "–" : pct(d.successRate);
+  document.getElementById("reschedule-tiles").innerHTML = `<b>${r.queue.length}</b> nodes queued · last 24 h: <b>${d.moved}</b> moved, ` +
+    `<b>${d.failed + d.unresolved}</b> failed, <b>${d.denied}</b> refused, success rate <b>${rate}</b>`;
+  const hours = r.hourly || [];
+  const W = 1080, H = 120, L = 30, B = 18;
+  const sv = svg(document.getElementById("reschedule-hourly"), W, H);
+  const max = Math.max(1, ...hours.map(h => h.moved + h.failed + h.denied + h.pending));
+  const bw = (W - L) / Math.max(hours.length, 1);
+  text(sv, 0, 12, String(max));
+  text(sv, 0, H - B, "0");
+  hours.forEach((h, i) => {
+    let y = H - B;
+    for (const [k, color, label] of OUTCOMES) {
+      const v = h[k];
+      if (!v) continue;
+      const hh = ((H - B - 8) * v) / max;
+      y -= hh;
+      el("rect", { x: L + i * bw + 1, y, width: Math.max(bw - 2, 1), height: hh, fill: color, "data-series": k }, sv)
+        .appendChild(document.createElementNS(NS, "title")).textContent = `${new Date(h.hour).toISOString().slice(11, 16)} UTC: ${v} ${label}`;
+    }
+    if (i % 3 === 0) text(sv, L + i * bw, H - 4, new Date(h.hour).toISOString().slice(11, 16));
+  });
+  OUTCOMES.forEach(([, color, label], i) => { el("rect", { x: W - 330 + i * 80, y: 4, width: 10, height: 10, fill: color }, sv); text(sv, W - 316 + i * 80, 13, label); });
+  const reasons = Object.entries(d.failures || {}).map(([k, n]) => ["failed", k, n]).concat(Object.entries(d.denials || {}).map(([k, n]) => ["refused", k, n]))
+    .sort((a, b) => b[2] - a[2]);
+  document.getElementById("reschedule-failures").innerHTML = reasons.length === 0 ? `<div class="empty">none</div>` :
+    `<table><tr><th>what</th><th>reason</th><th>moves</th></tr>` + reasons.map(([w, k, n]) => `<tr><td>${w}</td><td>${esc(k)}</td><td>${n}</td></tr>`).join("") + `</table>`;
+  document.getElementById("reschedule-days").innerHTML = `<table><tr><th>day</th><th>asked</th><th>moved</th><th>failed</th><th>refused</th><th>success</th></tr>` +
+    (r.days || []).map(x => `<tr><td>${esc(x.day)}</td><td>${x.asked}</td><td>${x.moved}</td><td class="${x.failed + x.unresolved ? "bad" : ""}">${x.failed + x.unresolved}</td>` +
+      `<td>${x.denied}</td><td>${x.successRate < 0 ? "–" : pct(x.successRate)}</td></tr>`).join("") + `</table>`;
+  const rows = (r.queue || []).slice(0, 8).map(q => `<tr><td>queued</td><td>${esc(q.node)}</td><td>${esc(q.reason)}</td>` +
+    `<td>${cores(q.cpu)} · ${bytes(q.memory)} to move</td><td>since ${new Date(q.since).toLocaleTimeString()}</td></tr>`)
+    .concat((r.recent || []).slice(0, 10).map(m => `<tr><td>${esc(m.state)}</td><td>${esc(m.namespace + "/" + m.pod)}</td><td>${esc(m.reason || "")}</td>` +
+      `<td>${esc(m.node)}${m.to ? " → " + esc(m.to) : ""}</td><td class="${m.state === "moved" ? "good" : m.state === "admitted" || m.state === "evicted" ? "" : "bad"}">` +
+      `${esc(m.detail || new Date(m.time).toLocaleTimeString())}${m.repeats ? ` (×${m.repeats + 1})` : ""}</td></tr>`));
+  document.getElementById("reschedule-queue").innerHTML = rows.length === 0 ? `<div class="empty">nothing queued, no move yet</div>` : `<table>${rows.join("")}</table>`;
+}
+
 async function refresh() {
   try {
     const access = await get("/api/v1/access");
@@ -219,9 +273,10 @@ async function refresh() {
     const sel = document.getElementById("ns");
     const ns = scope || sel.value;
     const sat = scope ? get("/api/v1/saturation") : get("/api/v1/saturation?namespace=" + encodeURIComponent(ns));
-    const [sum, cap, satv, hn, an, hist] = await Promise.all([get("/api/v1/summary"), get("/api/v1/capacity"), sat,
-      scope ? null : get("/api/v1/hotnodes"), get("/api/v1/anomalies?limit=20"), get("/api/v1/history?limit=12")]);
-    tiles(sum); coverage(sum.coverage); released(cap); saturation(satv); hot(hn); anomalies(an); historyTable(hist);
+    const [sum, cap, satv, hn, an, hist, rs] = await Promise.all([get("/api/v1/summary"), get("/api/v1/capacity"), sat,
+      scope ? null : get("/api/v1/hotnodes"), get("/api/v1/anomalies?limit=20"), get("/api/v1/history?limit=12"),
+      scope ? null : get("/api/v1/reschedule?limit=20")]);
+    tiles(sum); coverage(sum.coverage); released(cap); saturation(satv); hot(hn); anomalies(an); historyTable(hist); reschedule(rs);
     if (scope) sel.hidden = true;
     document.getElementById("login").hidden = true;
     delete document.body.dataset.login;

@@ -31,3 +31,11 @@ app.kubernetes.io/part-of: cgpilot
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
+
+{{/* Labels of the descheduler's objects. */}}
+{{- define "cgpilot.deschedulerLabels" -}}
+app.kubernetes.io/name: cgpilot-descheduler
+app.kubernetes.io/part-of: cgpilot
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
