@@ -47,14 +47,7 @@ func TestAdmissionClampOnAPIServer(t *testing.T) {
 	bins := tier.E2E(t)
 	dir := t.TempDir()
 	// The webhook answers only the API server's client certificate.
-	callers, err := aggtest.ClientCerts(dir, "kube-apiserver")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admission, err := aggtest.WebhookAuth(dir, callers.Certs["kube-apiserver"])
-	if err != nil {
-		t.Fatal(err)
-	}
+	callers, admission := webhookCallers(t, dir)
 	cp := harness.MustStart(t, bins, harness.Options{ExtraFlags: map[string][]string{"kube-apiserver": {admission}}})
 	cs := cp.Client
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

@@ -247,3 +247,20 @@ func createFleetPods(ctx context.Context, t *testing.T, cs kubernetes.Interface,
 		}
 	}
 }
+
+// webhookCallers makes client certificates in dir for the kube-apiserver
+// and cns, and the API server's admission configuration that presents
+// its certificate to webhooks (the only caller the aggregator's webhooks
+// answer). It returns the certificates and the kube-apiserver's flag.
+func webhookCallers(t *testing.T, dir string, cns ...string) (*aggtest.ClientTLS, string) {
+	t.Helper()
+	callers, err := aggtest.ClientCerts(dir, append([]string{"kube-apiserver"}, cns...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admission, err := aggtest.WebhookAuth(dir, callers.Certs["kube-apiserver"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return callers, admission
+}

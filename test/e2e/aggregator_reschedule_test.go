@@ -106,14 +106,7 @@ func TestReschedulingWithTheDescheduler(t *testing.T) {
 	}
 	// The API server presents a client certificate to the webhooks, the
 	// scheduler to the extender: the only callers those answer.
-	callers, err := aggtest.ClientCerts(dir, "kube-apiserver", "system:kube-scheduler")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admission, err := aggtest.WebhookAuth(dir, callers.Certs["kube-apiserver"])
-	if err != nil {
-		t.Fatal(err)
-	}
+	callers, admission := webhookCallers(t, dir, "system:kube-scheduler")
 	sched := callers.Certs["system:kube-scheduler"]
 	securePort, httpPort := freeLoopbackPort(t), freeLoopbackPort(t)
 	aggSecure := "127.0.0.1:" + strconv.Itoa(securePort)

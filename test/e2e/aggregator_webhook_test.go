@@ -44,14 +44,7 @@ import (
 func TestAdmissionWebhook(t *testing.T) {
 	bins := tier.E2E(t)
 	dir := t.TempDir()
-	callers, err := aggtest.ClientCerts(dir, "kube-apiserver")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admission, err := aggtest.WebhookAuth(dir, callers.Certs["kube-apiserver"])
-	if err != nil {
-		t.Fatal(err)
-	}
+	callers, admission := webhookCallers(t, dir)
 	cp := harness.MustStart(t, bins, harness.Options{ExtraFlags: map[string][]string{"kube-apiserver": {admission}}})
 	cs := cp.Client
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
