@@ -105,6 +105,7 @@ func newAgent(ctx context.Context, cfg Config, kc kube.Interface, h *health, mou
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	m := newMetrics()
+	qm := newQueueMetrics(m.reg)
 	bc := record.NewBroadcaster(record.WithContext(ctx))
 	bc.StartRecordingToSink(kc.Events())
 	rec := bc.NewRecorder(kube.Scheme, corev1.EventSource{Component: "cgpilot-agent", Host: cfg.NodeName})
@@ -114,8 +115,8 @@ func newAgent(ctx context.Context, cfg Config, kc kube.Interface, h *health, mou
 	}
 	c := &controller{
 		cfg: cfg, kube: kc, lister: corelisters.NewPodLister(inf.GetIndexer()), indexer: inf.GetIndexer(),
-		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-pods"}),
-		statusQ: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-status"}),
+		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-pods", MetricsProvider: qm}),
+		statusQ: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-status", MetricsProvider: qm}),
 		pending: map[string]pendingStatus{},
 		events:  newEventLog(rec, cfg.NodeName),
 		metrics: m, log: log, pools: pm, cgroups: kp, topologySource: source, topo: topologySummary(topo),
