@@ -41,6 +41,9 @@ type TestBed struct {
 	// Aggregator, when set, adds the aggregator component with the test
 	// bed's changes (AggregatorBed); the overlay only (not HelmValues).
 	Aggregator *AggregatorBed
+	// ExtraArgs are appended to the agent's arguments (the churn soak's
+	// --profiling); the overlay only.
+	ExtraArgs []string
 }
 
 // HostPaths maps the base's host paths to where the test bed puts them.
@@ -183,6 +186,7 @@ func (b TestBed) WriteOverlay(dir, root string) error {
 	if !found {
 		return fmt.Errorf("%w: daemonset %s: no --health-addr argument to move", ErrRender, AgentName)
 	}
+	args = append(args, b.ExtraArgs...)
 	byPath := map[string]string{} // host path -> volume name
 	vols, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "volumes")
 	for _, v := range vols {

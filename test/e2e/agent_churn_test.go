@@ -171,6 +171,13 @@ func churnSoak(tb testing.TB, o churnOptions) churnReport {
 	ctx := context.Background()
 	d := startDeployBedWith(tb, true)
 	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("CGPILOT_CHURN_SEED"); v != "" { // replays a logged run's moves
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			tb.Fatalf("CGPILOT_CHURN_SEED=%q: %v", v, err)
+		}
+		seed = n
+	}
 	rep := churnReport{Seed: seed, Actions: map[string]int{}, StatePeak: map[string]float64{}}
 	b := &churnBed{deployBed: d, tb: tb, rng: rand.New(rand.NewPCG(seed, 19)),
 		created: map[types.UID]string{}, ran: map[types.UID]bool{}, terminating: map[types.UID]bool{}, gone: map[types.UID]time.Time{}, podKeys: map[types.UID][]string{}}
@@ -320,6 +327,7 @@ func churnSoak(tb testing.TB, o churnOptions) churnReport {
 	}
 
 	tb.Logf("churn ended after %.0fs: %d pods created; the agent's tables: %v", rep.ChurnSeconds, b.count(), b.state())
+	tb.Logf("the agent's work queues: %s", b.queues())
 	rep.RunningNotSampled = b.runningNotSampled(30 * time.Second)
 
 	// Drain: every churn workload and pod deleted; then the agent's state
@@ -423,6 +431,7 @@ func (b *churnBed) overlay() string {
 	dir := filepath.Join(d.dir, "overlay")
 	bed := d.bed
 	bed.Image = churnRaceImage
+	bed.ExtraArgs = []string{"--profiling"} // a failing soak logs the agent's goroutines
 	if err := bed.WriteOverlay(dir, d.root); err != nil {
 		tb.Fatal(err)
 	}
@@ -684,8 +693,33 @@ func (b *churnBed) runningNotSampled(d time.Duration) []string {
 	}
 	if len(out) > 0 {
 		b.tb.Logf("running for %v or more but not sampled by the agent: %v (sampled: %v)", d, out, sampled)
+		b.dumpGoroutines()
 	}
 	return out
+}
+
+// queues sums up the agent's work queues: depth, mean wait, mean work
+// time and the longest-held key, by queue.
+func (b *churnBed) queues() string {
+	depth := b.series("cgpilot_workqueue_depth")
+	waitSum, waitN := b.series("cgpilot_workqueue_queue_duration_seconds_sum"), b.series("cgpilot_workqueue_queue_duration_seconds_count")
+	workSum, workN := b.series("cgpilot_workqueue_work_duration_seconds_sum"), b.series("cgpilot_workqueue_work_duration_seconds_count")
+	longest := b.series("cgpilot_workqueue_longest_running_processor_seconds")
+	var out []string
+	for _, q := range []string{"cgpilot-pods", "cgpilot-status"} {
+		l := `{name="` + q + `"}`
+		mean := func(sum, n map[string]float64, name string) float64 {
+			if c := n[name+"_count"+l]; c > 0 {
+				return 1000 * sum[name+"_sum"+l] / c
+			}
+			return 0
+		}
+		out = append(out, fmt.Sprintf("%s depth %v, wait %.1f ms mean over %v keys, work %.1f ms mean, longest held %.1fs", q,
+			depth["cgpilot_workqueue_depth"+l], mean(waitSum, waitN, "cgpilot_workqueue_queue_duration_seconds"),
+			waitN["cgpilot_workqueue_queue_duration_seconds_count"+l], mean(workSum, workN, "cgpilot_workqueue_work_duration_seconds"),
+			longest["cgpilot_workqueue_longest_running_processor_seconds"+l]))
+	}
+	return strings.Join(out, "; ")
 }
 
 // state is cgpilot_state_entries by table.
@@ -795,6 +829,31 @@ func (b *churnBed) logCount(pod, s string) int {
 		b.tb.Fatalf("the agent's log: %v", err)
 	}
 	return n
+}
+
+// dumpGoroutines writes the agent's goroutines (its pprof, on in the
+// soak) to a file in the test's directory and logs where.
+func (b *churnBed) dumpGoroutines() {
+	resp, err := http.Get("http://" + b.health + "/debug/pprof/goroutine?debug=2")
+	if err != nil {
+		b.tb.Logf("the agent's goroutines: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		b.tb.Logf("the agent's goroutines: %v", err)
+		return
+	}
+	stamp := time.Now().Unix()
+	file := filepath.Join(os.TempDir(), fmt.Sprintf("cgpilot-churn-goroutines-%d.txt", stamp))
+	if err := os.WriteFile(file, body, 0o644); err != nil {
+		b.tb.Logf("the agent's goroutines: %v", err)
+		return
+	}
+	logFile := filepath.Join(os.TempDir(), fmt.Sprintf("cgpilot-churn-agent-%d.log", stamp))
+	b.saveLog(b.agentPod(b.tb).Name, logFile)
+	b.tb.Logf("the agent's goroutines (%d bytes): %s; its log: %s", len(body), file, logFile)
 }
 
 // saveLog writes the agent's log to file.
