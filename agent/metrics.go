@@ -34,6 +34,7 @@ type metrics struct {
 	oomLatency  prometheus.Histogram
 	resizeTime  *prometheus.HistogramVec // by phase
 	clamped     *prometheus.CounterVec   // by path: resize, oom
+	unsampled   prometheus.Counter       // pods requeued by the sweep: a running container not sampled
 }
 
 func newMetrics() *metrics {
@@ -80,7 +81,9 @@ func newMetrics() *metrics {
 		Help: "Local API connections closed unserved, by reason: peer-not-allowed (neither uid 0 nor the socket group), no-credentials."}, []string{"reason"})
 	m.clamped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_rightsize_clamped_total",
 		Help: "Changes a bound moved before they were applied (policy min/max, LimitRange, node allocatable, usage floor), by path: resize, oom."}, []string{"path"})
-	m.reg.MustRegister(m.clamped, m.rsDecisions, m.recChanges, m.resizes, m.oomKills, m.oomBumps, m.oomLatency, m.resizeTime, m.apiRefused)
+	m.unsampled = prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_unsampled_requeues_total",
+		Help: "Pods the sweep queued again because a running container of theirs was not sampled (its cgroup was not readable when the pod's last event was handled)."})
+	m.reg.MustRegister(m.unsampled, m.clamped, m.rsDecisions, m.recChanges, m.resizes, m.oomKills, m.oomBumps, m.oomLatency, m.resizeTime, m.apiRefused)
 	m.reg.MustRegister(m.poolCPUs, m.exclPods, m.allocations, m.refusals, m.applyLatency, m.lateLatency, m.writes, m.writeErrors, m.drift, m.recovered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

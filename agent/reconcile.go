@@ -207,6 +207,11 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 	}
 	c.rememberPod(pod)
 	info := c.podInfo(pod)
+	if c.rs != nil {
+		// Sampling and the OOM watch first: they must not wait for the
+		// pools' cgroup writes.
+		c.rs.track(ctx, pod, info)
+	}
 	res := c.pools.Sync(info, c.allPods)
 	c.mu.Lock()
 	lateAt, late := c.late[key]
@@ -217,7 +222,6 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 	}
 	c.report(ctx, &podRef{UID: info.UID, Namespace: info.Namespace, Name: info.Name}, pod, res, since, timed)
 	if c.rs != nil {
-		c.rs.track(ctx, pod, info)
 		c.rs.verify(pod)
 	}
 	if res.Pending[info.UID] {

@@ -829,9 +829,28 @@ func (r *rightsizer) sweep(ctx context.Context) {
 		r.apply.reassert()
 	}
 	r.revertPending()
+	r.requeueUnsampled()
 	r.forgetGone(time.Now())
 	if n, err := r.hist.Dropped(); n > 0 && err != nil {
 		r.c.log.V(1).Info("history rows dropped", "rows", n, "reason", err.Error())
+	}
+}
+
+// requeueUnsampled is sampling's safety net: a managed pod with a running
+// container that is not sampled (its cgroup was not readable when its last
+// event was handled, and no event has come since) is queued again.
+func (r *rightsizer) requeueUnsampled() {
+	for _, p := range r.c.listPods() {
+		if p.DeletionTimestamp != nil || r.c.podInfo(p).Untouched {
+			continue
+		}
+		for _, st := range p.Status.ContainerStatuses {
+			if st.ContainerID != "" && st.State.Running != nil && !r.coll.Sampled(st.ContainerID) {
+				r.c.metrics.unsampled.Inc()
+				r.c.enqueue(keyOf(p.Namespace, p.Name), time.Now())
+				break
+			}
+		}
 	}
 }
 

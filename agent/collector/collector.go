@@ -164,6 +164,14 @@ func (c *Collector) closeLocked(id string) {
 	}
 }
 
+// Sampled says whether the container with runtime ID id is sampled.
+func (c *Collector) Sampled(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.targets[id]
+	return ok
+}
+
 // Targets returns how many containers are sampled.
 func (c *Collector) Targets() int {
 	c.mu.Lock()
