@@ -31,10 +31,13 @@ const (
 	// CheckpointVersion is the version SaveCheckpoint writes. Version 2
 	// adds each container's violation trackers (see tracker); version 3
 	// their counts since the fleet controllers' last tick and, after the
-	// containers, the controllers themselves (fleetState). Older files
-	// still load: version 1 trackers start empty (migrateV1), version 2
-	// fleets start unsolved and uncalibrated (migrateV2).
-	CheckpointVersion = 3
+	// containers, the controllers themselves (fleetState); version 4 each
+	// resource's resize budget and time-of-day state (appendSeason), so
+	// that a restart does not cost a cyclic container the days it takes
+	// to find its cycle again. Older files still load: version 1 trackers
+	// start empty (migrateV1), version 2 fleets start unsolved and
+	// uncalibrated (migrateV2), version 3 seasons start empty.
+	CheckpointVersion = 4
 	// MaxCheckpointBytes bounds what LoadCheckpoint reads.
 	MaxCheckpointBytes = 256 << 20
 	// MaxCheckpointContainers bounds the containers of one checkpoint.
@@ -192,8 +195,87 @@ func (c *container) appendState(b []byte, id string) []byte {
 		b = appendTime(b, s.peakEnd)
 		b = appendFloat(b, s.peak)
 		b = appendFloat(b, s.held)
+		b = s.appendSeason(b)
 	}
 	return c.appendTrackers(b)
+}
+
+// appendSeason appends (version 4) the resize budget, a flag (whether the
+// policy keeps a time-of-day state), then the filled hourly slots (their
+// count, then hour, sum and count each) and the period histograms. The
+// cycle's detection is not kept: it is made again within the hour.
+func (s *resourceState) appendSeason(b []byte) []byte {
+	b = appendFloat(b, s.budget)
+	se := s.season
+	if se == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	filled := 0
+	for _, h := range se.hour {
+		if h != math.MinInt64 {
+			filled++
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(filled))
+	for i, h := range se.hour {
+		if h != math.MinInt64 {
+			b = binary.AppendVarint(b, h)
+			b = appendFloat(b, se.sum[i])
+			b = appendFloat(b, se.n[i])
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(se.periods)))
+	for _, h := range se.periods {
+		b = h.appendBinary(b)
+	}
+	return b
+}
+
+// season decodes (version 4) what appendSeason wrote into s, whose season
+// (when the policy keeps one) is fresh.
+func (d *decoder) season(s *resourceState) {
+	s.budget = d.float()
+	flag := d.byte()
+	if d.err != nil {
+		return
+	}
+	if !validAmount(s.budget) {
+		d.fail("resize budget %v not finite and ≥ 0", s.budget)
+		return
+	}
+	se := s.season
+	switch {
+	case flag == 0 && se == nil:
+		return
+	case flag == 1 && se != nil:
+	default:
+		d.fail("time-of-day flag %d does not match the policy", flag)
+		return
+	}
+	filled := d.uvarint()
+	if d.err == nil && filled > seasonHours {
+		d.fail("%d hourly slots, at most %d", filled, seasonHours)
+	}
+	for range filled {
+		h, sum, n := d.varint(), d.float(), d.float()
+		if d.err != nil {
+			return
+		}
+		slot := int((h%seasonHours + seasonHours) % seasonHours)
+		if h == math.MinInt64 || se.hour[slot] != math.MinInt64 || !validAmount(sum) || !validAmount(n) {
+			d.fail("hourly slot of hour %d (sum %v, count %v) invalid or repeated", h, sum, n)
+			return
+		}
+		se.hour[slot], se.sum[slot], se.n[slot] = h, sum, n
+	}
+	if periods := d.uvarint(); d.err == nil && periods != uint64(len(se.periods)) {
+		d.fail("%d period histograms, the policy keeps %d", periods, len(se.periods))
+		return
+	}
+	for i := range se.periods {
+		se.periods[i] = d.hist(se.periods[i])
+	}
 }
 
 // appendTrackers appends (version 2) both trackers: target in force,
@@ -456,6 +538,9 @@ func (r *Recommender) decodePayload(header uint32, raw []byte) (map[string]*cont
 				s.peakEnd, s.peak, s.held = d.time(), d.float(), d.float()
 				if d.err == nil && (!validAmount(s.peak) || !validAmount(s.held)) {
 					d.fail("peak %v or target in force %v not finite and ≥ 0", s.peak, s.held)
+				}
+				if version >= 4 {
+					d.season(s)
 				}
 			}
 		default:

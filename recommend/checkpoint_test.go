@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -345,4 +346,58 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCheckpointKeepsTheSeason: a cyclic container restored from a
+// checkpoint follows its daily periods at once, as the original does,
+// instead of spending three days to find its cycle again; both then
+// recommend the same after more samples.
+func TestCheckpointKeepsTheSeason(t *testing.T) {
+	p := mustPreset(t, CyclicPreset)
+	orig, err := New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "shop/web"
+	orig.SetResources(id, Resources{CPURequest: 1, CPULimit: 2, MemoryRequest: 1e9, MemoryLimit: 2e9})
+	rng := rand.New(rand.NewPCG(11, 4))
+	feed := func(r *Recommender, from, to time.Time) {
+		for at := from; at.Before(to); at = at.Add(5 * time.Minute) {
+			cpu := 0.4
+			if h := at.UTC().Hour(); h >= 8 && h < 18 {
+				cpu = 2
+			}
+			if err := r.Add(id, Sample{Time: at, CPUCores: cpu * (1 + 0.1*rng.NormFloat64()), MemoryBytes: 5e8}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	saved := start.Add(5*24*time.Hour + 11*time.Hour) // a business hour of day 6
+	feed(orig, start, saved)
+	before, _ := orig.Recommend(id, saved)
+	if !strings.HasPrefix(before.CPU.Explain.Mode, "daily period") {
+		t.Fatalf("the original is not cyclic after 5 days (mode %q): the test does not cover the season", before.CPU.Explain.Mode)
+	}
+	path := filepath.Join(t.TempDir(), "recommend.ckpt")
+	if err := orig.SaveCheckpoint(path, saved); err != nil {
+		t.Fatal(err)
+	}
+	restored, _ := New(p)
+	if err := restored.LoadCheckpoint(path); err != nil {
+		t.Fatal(err)
+	}
+	later := saved.Add(7 * time.Hour) // the night period
+	rng = rand.New(rand.NewPCG(12, 4))
+	feed(orig, saved, later)
+	rng = rand.New(rand.NewPCG(12, 4))
+	feed(restored, saved, later)
+	a, _ := orig.Recommend(id, later)
+	b, _ := restored.Recommend(id, later)
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("restored recommender differs after the restart:\n%+v\n%+v", a.CPU, b.CPU)
+	}
+	if !strings.HasPrefix(b.CPU.Explain.Mode, "daily period") {
+		t.Errorf("restored recommender not cyclic (mode %q)", b.CPU.Explain.Mode)
+	}
 }
