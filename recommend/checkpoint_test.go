@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"io/fs"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -310,6 +311,53 @@ func TestCheckpointV2Sample(t *testing.T) {
 		b, bok := back.Recommend(id, t0.Add(60*time.Hour))
 		if !aok || a != b || aok != bok {
 			t.Errorf("%s after v2→v3: %+v %v, want %+v %v", id, b, bok, a, aok)
+		}
+	}
+}
+
+// TestCheckpointV3Sample: a version 3 file (written by the previous
+// format, before the time-of-day state was kept) of a policy with daily
+// periods loads with empty seasons and budgets, and re-encodes as the
+// current version to the same recommendations.
+func TestCheckpointV3Sample(t *testing.T) {
+	path := filepath.Join("testdata", "checkpoint-v3.bin")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if binary.LittleEndian.Uint32(data[8:12]) != 3 {
+		t.Fatal("sample is not version 3")
+	}
+	p := v1SamplePolicy()
+	p.Name = "checkpoint-v3-sample"
+	p.CPU.DailyPeriods, p.Memory.DailyPeriods = 4, 4
+	r, _ := New(p)
+	if err := r.DecodeCheckpoint(path, data); err != nil {
+		t.Fatal(err)
+	}
+	if r.Containers() != 2 {
+		t.Fatalf("%d containers, want 2", r.Containers())
+	}
+	for id, c := range r.containers {
+		for _, s := range []*resourceState{&c.cpu, &c.mem} {
+			if s.season == nil || s.budget != 0 || s.season.hour[0] != math.MinInt64 || !s.season.periods[0].IsEmpty() {
+				t.Fatalf("%s: the season of a version 3 file is not fresh", id)
+			}
+		}
+	}
+	cur, err := r.EncodeCheckpoint(t0)
+	if err != nil || binary.LittleEndian.Uint32(cur[8:12]) != CheckpointVersion {
+		t.Fatalf("re-encode: %v", err)
+	}
+	back, _ := New(p)
+	if err := back.DecodeCheckpoint("current", cur); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"pod-a/c0", "pod-b/c0"} {
+		a, aok := r.Recommend(id, t0.Add(60*time.Hour))
+		b, bok := back.Recommend(id, t0.Add(60*time.Hour))
+		if !aok || !reflect.DeepEqual(a, b) || aok != bok {
+			t.Errorf("%s after v3→v%d: %+v %v, want %+v %v", id, CheckpointVersion, b, bok, a, aok)
 		}
 	}
 }
