@@ -77,8 +77,16 @@ func TestKernelCollect(t *testing.T) {
 			break
 		}
 	}
+	// The busy container's CPU time read from its own files around the
+	// round: the reference the sample must match, whatever share of the
+	// shared machine the spinning thread got.
+	busyDirs := target("busy", busyRel+"/app").Dirs
+	c.Collect()
+	u1, t1 := cpuUsageNs(t, busyDirs), time.Now()
 	time.Sleep(2 * time.Second)
+	u2, t2 := cpuUsageNs(t, busyDirs), time.Now()
 	round := c.Collect()
+	want := float64(u2-u1) / float64(t2.Sub(t1).Nanoseconds())
 	if len(round) != 2 {
 		t.Fatalf("round of %d samples, want 2", len(round))
 	}
@@ -88,10 +96,14 @@ func TestKernelCollect(t *testing.T) {
 		}
 		switch s.Target.PodUID {
 		case "busy":
-			// One spinning thread; the machine is shared, so only a loose
-			// bound, but a wrong unit (µs vs ns) would be off by 1000.
-			if s.CPUCores < 0.2 || s.CPUCores > float64(runtime.NumCPU())+0.1 {
-				t.Errorf("busy container: %.3f cores", s.CPUCores)
+			// One spinning thread: whatever it got of the shared machine,
+			// the sample agrees with the cgroup's own counter over about
+			// the same interval (a wrong unit, µs vs ns, is off by 1000).
+			if !(want > 0.01) {
+				t.Fatalf("the busy container ran %.3f cores over 2 s: the machine starved it, nothing to compare", want)
+			}
+			if d := s.CPUCores - want; d < -0.1-0.25*want || d > 0.1+0.25*want || s.CPUCores > float64(runtime.NumCPU())+0.1 {
+				t.Errorf("busy container: %.3f cores, its cgroup counted %.3f", s.CPUCores, want)
 			}
 		case "hog":
 			if s.MemoryWorkingSet < 60<<20 || s.MemoryWorkingSet > 200<<20 {
@@ -116,6 +128,32 @@ func TestKernelCollect(t *testing.T) {
 	if n := c.Targets(); n != 1 {
 		t.Fatalf("%d targets after the hog's cgroup went, want 1", n)
 	}
+}
+
+// cpuUsageNs is a container cgroup's CPU time in ns, read from its file
+// (cpuacct.usage on v1, cpu.stat usage_usec on v2).
+func cpuUsageNs(t testing.TB, d cgroup.Dirs) uint64 {
+	t.Helper()
+	if d.Unified {
+		b, err := os.ReadFile(filepath.Join(d.CPU, "cpu.stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var usec uint64
+		if _, err := fmt.Sscanf(string(b), "usage_usec %d", &usec); err != nil {
+			t.Fatalf("cpu.stat %q: %v", b, err)
+		}
+		return usec * 1000
+	}
+	b, err := os.ReadFile(filepath.Join(d.CPUAcct, "cpuacct.usage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ns uint64
+	if _, err := fmt.Sscanf(string(b), "%d", &ns); err != nil {
+		t.Fatalf("cpuacct.usage %q: %v", b, err)
+	}
+	return ns
 }
 
 // BenchmarkCollect1000 samples 1,000 real container cgroups (no processes)
