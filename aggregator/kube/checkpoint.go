@@ -26,8 +26,8 @@ import (
 
 // GVRs of the resources the aggregator reads and writes.
 var (
-	WorkloadRecommendations = v1alpha1.SchemeGroupVersion.WithResource("workloadrecommendations")
-	RightsizePolicies       = v1alpha1.SchemeGroupVersion.WithResource("rightsizepolicies")
+	WorkloadRecommendations = v1alpha1.WorkloadRecommendations
+	RightsizePolicies       = v1alpha1.RightsizePolicies
 )
 
 // FieldManager is the aggregator's server-side-apply field manager.
