@@ -21,18 +21,6 @@ import (
 	"github.com/cgpilot/cgpilot/recommend"
 )
 
-// report.go: what the agent tells the cluster aggregator, and what it
-// takes back. Every sampling round feeds a report.Builder (each workload
-// container's samples, the node's usage); each decision describes the
-// pod's containers (requests, policy, the local recommendation, whether
-// they can be adjusted); OOM kills and adjustments are recorded as they
-// happen. When a window of the report grid ends, its report goes to the
-// report.Client, which keeps it (bounded, merging the oldest) until the
-// aggregator accepts it. After each window the agent fetches the merged
-// recommendations of its workload containers and prefers them while they
-// are fresh (rightsize.Container.Merged); with the aggregator away it
-// decides on its own, and nothing waits for the aggregator.
-
 // The reporter's loops, as the loop label of
 // cgpilot_recovered_panics_total.
 const (

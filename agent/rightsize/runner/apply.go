@@ -23,7 +23,7 @@ import (
 	"github.com/cgpilot/cgpilot/cgroup"
 )
 
-// resize.go: sending a change of requests and limits. Where the cluster
+// apply.go: sending a change of requests and limits. Where the cluster
 // serves pods/resize (Kubernetes 1.35+; discovered at start) the change is
 // a strategic merge patch of that subresource and the kubelet applies it;
 // the agent then checks the kubelet's status and the cgroups themselves.

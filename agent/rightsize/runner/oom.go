@@ -29,7 +29,7 @@ import (
 // maxOOMBumpsPerDay times a container, never past the one clamp
 // (policy.Clamp: the LimitRange, the node's allocatable) nor to a limit
 // pods/resize refused; when the API refuses the raise, the cgroup goes
-// back to the spec's value (resize.go). Every kill is recorded in the
+// back to the spec's value (apply.go). Every kill is recorded in the
 // histograms, counted and reported.
 
 // oomLoop handles kills until the watcher closes.

@@ -35,14 +35,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// rightsize.go: right-sizing in place. The path of one pod: reconcile.go
-// calls track (its containers become collector targets and OOM-watched
-// cgroups); every sampling round feeds the histograms (rightsize.Engine)
-// and the history, then decideAll asks rightsize.Decide for the pods whose
-// step is due; a change goes to the apply queue (resize.go: pods/resize,
-// or the cgroups where the cluster lacks it) and the decision to the
-// cgpilot.io/recommendation annotation. An OOM kill (oom.go) raises the
-// container's memory at once, outside the steps.
+// runner.go: right-sizing in place. The path of one pod: the agent's
+// reconcile calls Track (its containers become collector targets and
+// OOM-watched cgroups); every sampling round feeds the histograms
+// (rightsize.Engine) and the history, then decideAll asks rightsize.Decide
+// for the pods whose step is due; a change goes to the apply queue
+// (apply.go: pods/resize, or the cgroups where the cluster lacks it) and
+// the decision to the cgpilot.io/recommendation annotation. An OOM kill
+// (oom.go) raises the container's memory at once, outside the steps.
 
 // Runner is right-sizing on one node: it tracks the pods the agent hands
 // it, samples them, decides, applies and raises memory after OOM kills.
