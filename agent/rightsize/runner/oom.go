@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cgpilot/cgpilot/agent/oomwatch"
@@ -46,13 +45,6 @@ func (r *Runner) oomLoop(ctx context.Context) {
 		}
 		return true
 	})
-}
-
-// monotonic is CLOCK_MONOTONIC, the clock of oomwatch.Event.Kernel.
-func monotonic() time.Duration {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return time.Duration(ts.Nano())
 }
 
 func (r *Runner) onOOM(ev oomwatch.Event) {
@@ -126,7 +118,7 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 			from = ev.Seen
 		}
 		if from > 0 {
-			d := monotonic() - from
+			d := oomwatch.Monotonic() - from
 			r.m.oomLatency.Observe(d.Seconds())
 			if r.bumped != nil {
 				r.bumped(ev, d)
