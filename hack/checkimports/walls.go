@@ -85,7 +85,7 @@ var walls = []wall{
 	{pkg: "agent/reporter", tests: true, forbid: clientgo + `|` + k8sapi + `|^@/(cmd|aggregator)(/|$)|^@/agent$|^@/agent/(pools|kube|history|oomwatch|podspec|rightsize/runner)(/|$)`,
 		importers: `^@/agent$|^@/agent/rightsize/runner$`,
 		doc:       "agent/reporter: api/report, agent/rightsize, agent/collector, procfs and Prometheus; no client-go, no k8s.io/api, nothing else of the agent"},
-	{pkg: "agent/podspec", tests: true, forbid: clientgo + `|^@/(cmd|aggregator|recommend|topology)(/|$)|^@/agent(/|$)`,
+	{pkg: "agent/podspec", tests: true, forbid: clientgo + `|^@/(cmd|aggregator|topology)(/|$)|^@/agent(/|$)`,
 		doc: "agent/podspec: k8s.io/api's core types, apimachinery, cgroup, the policy compiler's quantities and internal/*; no client-go, no other package of the agent"},
 	{pkg: "agent/collector/...", forbid: `^k8s\.io/|^@/`, allow: cpuset + `|` + internal + `|^@/cgroup$`,
 		doc: "agent/collector: cgroup, Prometheus and the standard library; no client-go, no other cgpilot package"},
