@@ -455,8 +455,8 @@ func (rp *Reporter) View(now time.Time) local.AggregatorView {
 	if idx := rp.merged.Load(); idx != nil {
 		for _, w := range idx.byKey {
 			v.Merged++
-			if now.Before(w.FreshUntil) {
-				v.Fresh++
+			if _, fresh := report.Prefer(w, report.Recommendation{}, now); fresh {
+				v.Fresh++ // as MergedFor counts it: used in decisions
 			}
 		}
 	}

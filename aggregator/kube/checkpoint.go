@@ -269,7 +269,7 @@ func (c *Checkpointer) defaults() {
 func (c *Checkpointer) Load(ctx context.Context) (int, error) {
 	c.defaults()
 	cfg := c.Store.Config()
-	fresh := cfg.Step + 2*cfg.Grace
+	fresh := report.FreshFor(cfg.Step, cfg.Grace)
 	now := c.Now()
 	n, cont := 0, ""
 	for {
