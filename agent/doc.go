@@ -33,8 +33,8 @@
 // reconcile.go (the pools controller and the status worker), pod.go (pod
 // → pools.Pod, saturating CPU arithmetic through agent/podspec),
 // kubeletstate.go (the kubelet's static CPU manager), podresources.go
-// (the kubelet's pod-resources socket), events.go, metrics.go, state.go
-// (the tables' sizes), health.go (/healthz, /readyz), api.go (the local
+// (the kubelet's pod-resources socket), events.go, metrics.go,
+// queuemetrics.go (the work queues' series), state.go (the tables' sizes), health.go (/healthz, /readyz), api.go (the local
 // API of package api/local), socket.go (its unix socket and peer
 // credentials), config.go, wire.go (right-sizing and reporting built
 // from the config, and the controller as right-sizing's Host).
