@@ -34,10 +34,11 @@
 // → pools.Pod, saturating CPU arithmetic through agent/podspec),
 // kubeletstate.go (the kubelet's static CPU manager), podresources.go
 // (the kubelet's pod-resources socket), events.go, metrics.go,
-// queuemetrics.go (the work queues' series), state.go (the tables' sizes), health.go (/healthz, /readyz), api.go (the local
-// API of package api/local), socket.go (its unix socket and peer
-// credentials), config.go, wire.go (right-sizing and reporting built
-// from the config, and the controller as right-sizing's Host).
+// queuemetrics.go (the work queues' series), state.go (the tables'
+// sizes), health.go (/healthz, /readyz), api.go (the local API of
+// package api/local), socket.go (its unix socket and peer credentials),
+// config.go, wire.go (right-sizing and reporting built from the config,
+// and the controller as right-sizing's Host).
 //
 // Sub-packages: pools (the CPU pools), rightsize (right-sizing's
 // decisions) and rightsize/runner (right-sizing on the node: tracking,
