@@ -244,8 +244,7 @@ func (c *controller) run(ctx context.Context) error {
 		}
 		c.wg.Wait()
 		if c.rs != nil {
-			c.rs.informers.Wait()
-			c.rs.stop()
+			c.rs.Stop()
 		}
 		if c.podres != nil {
 			c.podres.close()
@@ -289,7 +288,7 @@ func (c *controller) run(ctx context.Context) error {
 		return fmt.Errorf("pod informer did not sync: %w", ctx.Err())
 	}
 	if c.rs != nil {
-		c.rs.start(ctx)
+		c.rs.Start(ctx)
 	}
 	c.refreshKubeletState(ctx)
 	if err := c.restore(); err != nil {
@@ -338,7 +337,7 @@ func (c *controller) sweepLoop(ctx context.Context) {
 		}
 		c.sweep(ctx)
 		if c.rs != nil {
-			c.rs.sweep(ctx)
+			c.rs.Sweep(ctx)
 		}
 		return true
 	})

@@ -98,7 +98,7 @@ func (c *controller) explain(key string) (local.ExplainView, error) {
 	}
 	v.Events = c.events.Recent(ns, name)
 	if c.rs != nil {
-		c.rs.explain(string(pod.UID), &v)
+		c.rs.Explain(string(pod.UID), &v)
 	}
 	return v, nil
 }
@@ -141,16 +141,16 @@ func (c *controller) apiHandler() http.Handler {
 		reply(w, v, err)
 	})
 	mux.HandleFunc("GET "+local.PathAggregator, func(w http.ResponseWriter, r *http.Request) {
-		if c.rs == nil || c.rs.rep == nil {
+		if c.rs == nil || c.rs.Reporter() == nil {
 			reply(w, nil, errors.New("this agent does not report to an aggregator (aggregator.url is empty, or right-sizing is off)"))
 			return
 		}
-		reply(w, c.rs.rep.view(time.Now()), nil)
+		reply(w, c.rs.Reporter().View(time.Now()), nil)
 	})
 	mux.HandleFunc("GET "+local.PathRecs, func(w http.ResponseWriter, r *http.Request) {
 		out := []local.RecView{}
 		if c.rs != nil {
-			out = c.rs.views()
+			out = c.rs.Views()
 		}
 		reply(w, out, nil)
 	})
@@ -164,9 +164,9 @@ func (c *controller) apiHandler() http.Handler {
 			reply(w, nil, err)
 			return
 		}
-		c.rs.hist.Flush()
+		c.rs.History().Flush()
 		w.Header().Set("Content-Type", "text/csv")
-		if _, err := c.rs.hist.Export(w, since); err != nil {
+		if _, err := c.rs.History().Export(w, since); err != nil {
 			c.log.Error(err, "history export")
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/cgpilot/cgpilot/agent/podspec"
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/cgroup"
 )
@@ -33,14 +34,14 @@ func TestCPUDemandAndQoS(t *testing.T) {
 	}{
 		{"limit in millicores", podWithCPU("a", "p", "u", "1500m", nil), 1500, cgroup.QoSBurstable},
 		{"no resources", podWithCPU("a", "p", "u", "", nil), 0, cgroup.QoSBestEffort},
-		{"absurd limit saturates", podWithCPU("a", "p", "u", "9223372036854775807", nil), maxMilli, cgroup.QoSBurstable},
-		{"exponent limit saturates", podWithCPU("a", "p", "u", "1e18", nil), maxMilli, cgroup.QoSBurstable},
+		{"absurd limit saturates", podWithCPU("a", "p", "u", "9223372036854775807", nil), podspec.MaxMilli, cgroup.QoSBurstable},
+		{"exponent limit saturates", podWithCPU("a", "p", "u", "1e18", nil), podspec.MaxMilli, cgroup.QoSBurstable},
 		{"negative limit counts as none", podWithCPU("a", "p", "u", "-2", nil), 0, cgroup.QoSBurstable},
 	} {
 		if got := cpuDemandMilli(tc.pod); got != tc.demand {
 			t.Errorf("%s: demand %d, want %d", tc.name, got, tc.demand)
 		}
-		if got := qosClass(tc.pod); got != tc.qos {
+		if got := podspec.QoS(tc.pod); got != tc.qos {
 			t.Errorf("%s: qos %s, want %s", tc.name, got, tc.qos)
 		}
 	}
@@ -48,11 +49,11 @@ func TestCPUDemandAndQoS(t *testing.T) {
 	r := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 	g.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: r, Limits: r}
 	g.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("1Gi")}, Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}
-	if cpuDemandMilli(g) != 3000 || qosClass(g) != cgroup.QoSGuaranteed {
-		t.Errorf("guaranteed with larger init: demand %d qos %s", cpuDemandMilli(g), qosClass(g))
+	if cpuDemandMilli(g) != 3000 || podspec.QoS(g) != cgroup.QoSGuaranteed {
+		t.Errorf("guaranteed with larger init: demand %d qos %s", cpuDemandMilli(g), podspec.QoS(g))
 	}
 	g.Status.QOSClass = corev1.PodQOSBurstable // the kubelet's word wins
-	if qosClass(g) != cgroup.QoSBurstable {
+	if podspec.QoS(g) != cgroup.QoSBurstable {
 		t.Error("status QoS class ignored")
 	}
 }
@@ -67,8 +68,8 @@ func TestPoolPodOfHostileSpec(t *testing.T) {
 	})
 	p.Spec.Containers = append(p.Spec.Containers, p.Spec.Containers[0], p.Spec.Containers[0])
 	info := c.poolPod(p, false)
-	if info.DemandMilli != maxMilli || info.DemandCPUs != maxMilli/1000 {
-		t.Fatalf("demand %d milli, %d cpus; want saturated at %d", info.DemandMilli, info.DemandCPUs, maxMilli)
+	if info.DemandMilli != podspec.MaxMilli || info.DemandCPUs != podspec.MaxMilli/1000 {
+		t.Fatalf("demand %d milli, %d cpus; want saturated at %d", info.DemandMilli, info.DemandCPUs, podspec.MaxMilli)
 	}
 	if !errors.Is(info.ReqErr, local.ErrInvalidAnnotation) {
 		t.Fatalf("hostile annotation accepted: %v", info.ReqErr)

@@ -1,7 +1,7 @@
-// Package agent is the cgpilot node agent: it watches its node's pods and
-// wires the libraries to Kubernetes. It is the only package that knows
-// Kubernetes objects; every decision and every cgroup write happens in the
-// packages it wires.
+// Package agent is the cgpilot node agent: it watches its node's pods,
+// runs the CPU pools' controller and wires the libraries, right-sizing
+// (agent/rightsize/runner) and reporting (agent/reporter) to Kubernetes;
+// every decision and every cgroup write happens in the packages it wires.
 //
 // # From a pod to a cgroup write
 //
@@ -30,10 +30,22 @@
 //
 // agent.go (New, Run: discovery, servers, restore), loops.go (the
 // long-lived loops and their recover-and-count), informer.go,
-// reconcile.go, pod.go (pod → pools.Pod, saturating CPU arithmetic),
-// kubeletstate.go (the kubelet's static CPU manager), events.go,
-// metrics.go, api.go (the local API of package api/local on a unix socket),
-// config.go. Sub-packages: pools (the CPU pools), oomwatch (OOM kills).
+// reconcile.go (the pools controller and the status worker), pod.go (pod
+// → pools.Pod, saturating CPU arithmetic through agent/podspec),
+// kubeletstate.go (the kubelet's static CPU manager), podresources.go
+// (the kubelet's pod-resources socket), events.go, metrics.go,
+// queuemetrics.go (the work queues' series), state.go (the tables'
+// sizes), health.go (/healthz, /readyz), api.go (the local API of
+// package api/local), socket.go (its unix socket and peer credentials),
+// config.go, wire.go (right-sizing and reporting built from the config,
+// and the controller as right-sizing's Host).
+//
+// Sub-packages: pools (the CPU pools), rightsize (right-sizing's
+// decisions) and rightsize/runner (right-sizing on the node: tracking,
+// deciding, applying, OOM raises, policy status), reporter (the
+// aggregator's side), collector (sampling), history, oomwatch (OOM
+// kills), podspec (what the agent reads of a pod), kube (the API
+// client).
 //
 // # Error contract
 //
@@ -53,11 +65,11 @@
 // # Imports
 //
 // agent imports client-go, Prometheus and every cgpilot package; only cmd/*
-// and test/* import it, and its sub-packages never do (hack/checkimports/walls.go).
-// policies.go feeds the RightsizePolicies and the namespaces' labels to the
-// policy compiler (api/v1alpha1/policy), which compiles and matches them
-// as the aggregator and its webhook do; bounds.go feeds it the namespaces'
-// LimitRanges and the node's allocatable, which with the policy's bounds
-// clamp every value right-sizing applies (step resizes and OOM bumps).
+// and test/* import it, and its sub-packages never do (hack/checkimports/walls.go):
+// right-sizing (agent/rightsize/runner) gets the controller only as its
+// Host (pod lookup, Events, the status worker, exclusive CPUs), and feeds
+// the RightsizePolicies, the namespaces' labels, LimitRanges and the
+// node's allocatable to the policy compiler (api/v1alpha1/policy) and its
+// one clamp itself.
 // The agent builds on Linux only.
 package agent

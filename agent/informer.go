@@ -43,7 +43,7 @@ func newPodInformer(kc kube.Interface, nodeName string, resync time.Duration) (c
 
 // addHandlers turns informer events into workqueue keys.
 func (c *controller) addHandlers(inf cache.SharedIndexInformer) error {
-	_, err := inf.AddEventHandler(guardHandlers(c.guard, loopPodEvents, cache.ResourceEventHandlerFuncs{
+	_, err := inf.AddEventHandler(kube.GuardHandlers(c.guard, loopPodEvents, cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { c.enqueuePod(obj) },
 		UpdateFunc: func(old, obj any) {
 			o, _ := old.(*corev1.Pod)

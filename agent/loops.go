@@ -1,9 +1,9 @@
 package agent
 
 import (
-	"k8s.io/client-go/tools/cache"
-
 	"github.com/cgpilot/cgpilot/agent/oomwatch"
+	"github.com/cgpilot/cgpilot/agent/reporter"
+	"github.com/cgpilot/cgpilot/agent/rightsize/runner"
 	"github.com/cgpilot/cgpilot/cgroup"
 	"github.com/cgpilot/cgpilot/internal/loop"
 )
@@ -18,23 +18,23 @@ import (
 
 // The loops, as the loop label of cgpilot_recovered_panics_total.
 const (
-	loopReconcile    = "reconcile"       // reconcile workers, per pod key (reconcile.go)
-	loopStatus       = "status"          // the annotation writer, per key (reconcile.go)
-	loopSweep        = "sweep"           // the periodic sweep, pools and right-sizing (agent.go)
-	loopPodEvents    = "pod-informer"    // the pod informer's event handlers (informer.go)
-	loopCgroupEvents = cgroup.WatchLoop  // the cgroup watcher's events and the agent's callbacks (cgroup/watch.go, agent.go)
-	loopPolicyEvents = "policy-informer" // the RightsizePolicy and namespace informers' handlers (policies.go)
-	loopSample       = "sample"          // the sampling rounds and their sinks (rightsize.go)
-	loopDecide       = "decide"          // the decision rounds (rightsize.go)
-	loopResize       = "resize"          // the applier, per pod key (resize.go)
-	loopOOM          = "oom"             // the OOM watcher's consumer: OOM bumps (oom.go)
-	loopCheckpoint   = "checkpoint"      // the histograms' checkpoints (rightsize.go)
-	loopReport       = "report"          // the report windows and merged fetches (report.go)
-	loopReportSend   = "report-send"     // the report client's sender (api/report)
-	loopHealthHTTP   = "health-http"     // /healthz, /readyz, /metrics requests (agent.go)
-	loopMetricsHTTP  = "metrics-http"    // the cluster /metrics requests (agent.go)
-	loopLocalAPI     = "local-api"       // the local API's requests (agent.go)
-	loopOOMWatch     = oomwatch.Loop     // the OOM watcher's own readers (agent/oomwatch)
+	loopReconcile    = "reconcile"             // reconcile workers, per pod key (reconcile.go)
+	loopStatus       = "status"                // the annotation writer, per key (reconcile.go)
+	loopSweep        = "sweep"                 // the periodic sweep, pools and right-sizing (agent.go)
+	loopPodEvents    = "pod-informer"          // the pod informer's event handlers (informer.go)
+	loopCgroupEvents = cgroup.WatchLoop        // the cgroup watcher's events and the agent's callbacks (cgroup/watch.go, agent.go)
+	loopPolicyEvents = runner.LoopPolicyEvents // the RightsizePolicy and namespace informers' handlers (agent/rightsize/runner)
+	loopSample       = runner.LoopSample       // the sampling rounds and their sinks (agent/rightsize/runner)
+	loopDecide       = runner.LoopDecide       // the decision rounds (agent/rightsize/runner)
+	loopResize       = runner.LoopResize       // the applier, per pod key (agent/rightsize/runner)
+	loopOOM          = runner.LoopOOM          // the OOM watcher's consumer: OOM bumps (agent/rightsize/runner)
+	loopCheckpoint   = runner.LoopCheckpoint   // the histograms' checkpoints (agent/rightsize/runner)
+	loopReport       = reporter.LoopReport     // the report windows and merged fetches (agent/reporter)
+	loopReportSend   = reporter.LoopReportSend // the report client's sender (agent/reporter)
+	loopHealthHTTP   = "health-http"           // /healthz, /readyz, /metrics requests (agent.go)
+	loopMetricsHTTP  = "metrics-http"          // the cluster /metrics requests (agent.go)
+	loopLocalAPI     = "local-api"             // the local API's requests (agent.go)
+	loopOOMWatch     = oomwatch.Loop           // the OOM watcher's own readers (agent/oomwatch)
 )
 
 // loops are every loop label, exported at 0 from the start.
@@ -52,26 +52,5 @@ func (c *controller) newGuard() *loop.Guard {
 // do runs one iteration of name that returns an error: the error, or the
 // *loop.Panic it panicked with.
 func (c *controller) do(name string, f func() error) error {
-	var err error
-	if p := c.guard.Do(name, func() { err = f() }); p != nil {
-		return p
-	}
-	return err
-}
-
-// guardHandlers runs each informer event as an iteration of name: a
-// handler that panics inside client-go's informer would end the process
-// (its HandleCrash re-panics).
-func guardHandlers(g *loop.Guard, name string, h cache.ResourceEventHandlerFuncs) cache.ResourceEventHandlerFuncs {
-	out := cache.ResourceEventHandlerFuncs{}
-	if h.AddFunc != nil {
-		out.AddFunc = func(obj any) { _ = g.Do(name, func() { h.AddFunc(obj) }) }
-	}
-	if h.UpdateFunc != nil {
-		out.UpdateFunc = func(old, obj any) { _ = g.Do(name, func() { h.UpdateFunc(old, obj) }) }
-	}
-	if h.DeleteFunc != nil {
-		out.DeleteFunc = func(obj any) { _ = g.Do(name, func() { h.DeleteFunc(obj) }) }
-	}
-	return out
+	return c.guard.DoErr(name, f)
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/api/v1alpha1"
 	"github.com/cgpilot/cgpilot/test/cgtest"
 )
 
@@ -73,7 +74,7 @@ func testEveryLoopRecovers(t *testing.T, backend string) {
 			}
 		}
 	}})
-	if got := b.a.c.rs.oom.Backend().String(); backend == "counters" && got != "counters" {
+	if got := b.a.c.rs.OOMWatcher().Backend().String(); backend == "counters" && got != "counters" {
 		t.Fatalf("OOM watcher backend %s, want counters", got)
 	}
 	api := local.NewClient(cfg.SocketPath)
@@ -150,7 +151,7 @@ func testEveryLoopRecovers(t *testing.T, backend string) {
 // informer.
 func (b *oomBed) touchPolicy(t *testing.T, i int) {
 	t.Helper()
-	res := b.dyn.Resource(rightsizeGVR)
+	res := b.dyn.Resource(v1alpha1.RightsizePolicies)
 	u, err := res.Get(context.Background(), "oom", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

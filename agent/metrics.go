@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/cgpilot/cgpilot/agent/pools"
+	"github.com/cgpilot/cgpilot/agent/rightsize/runner"
 	local "github.com/cgpilot/cgpilot/api/local"
 )
 
@@ -25,16 +26,7 @@ type metrics struct {
 	recovered    *prometheus.CounterVec // panics recovered, by loop (loops.go)
 	apiRefused   *prometheus.CounterVec // local API connections turned away, by reason
 
-	// Right-sizing.
-	rsDecisions *prometheus.CounterVec // by state
-	recChanges  prometheus.Counter
-	resizes     *prometheus.CounterVec // by result
-	oomKills    *prometheus.CounterVec // by cgroup: container, unknown
-	oomBumps    *prometheus.CounterVec // by result
-	oomLatency  prometheus.Histogram
-	resizeTime  *prometheus.HistogramVec // by phase
-	clamped     *prometheus.CounterVec   // by path: resize, oom
-	unsampled   prometheus.Counter       // pods requeued by the sweep: a running container not sampled
+	rs *runner.Metrics // right-sizing's, registered whether it is on or not
 }
 
 func newMetrics() *metrics {
@@ -62,28 +54,11 @@ func newMetrics() *metrics {
 	for _, l := range loops {
 		m.recovered.WithLabelValues(l) // every loop's series, at 0
 	}
-	m.rsDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_rightsize_decisions_total",
-		Help: "Right-sizing decisions by state: Resize, DryRun, Unchanged, InsufficientHistory, Paused, AvoidWindow, ResizePending, StepWait, NotAdjustable, Conflict, InvalidPolicy, Off."}, []string{"state"})
-	m.recChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_rightsize_dryrun_changes_total",
-		Help: "Dry-run recommendations that changed."})
-	m.resizes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_resizes_total",
-		Help: "Changes of requests and limits by result: accepted (pods/resize), applied (the kubelet and the cgroups show it), cgroups (written directly), failed."}, []string{"result"})
-	m.oomKills = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_oom_kills_total",
-		Help: "OOM kills seen, by whose cgroup: container (a tracked container), unknown."}, []string{"cgroup"})
-	m.oomBumps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_oom_bumps_total",
-		Help: "Memory raises after an OOM kill by result: written, failed, at-limit (no limit, maxOOMBumpsPerDay, or at the clamp's ceiling), not-applied (no InPlace policy), refused (pods/resize refused the raise: the cgroups went back to the spec)."}, []string{"result"})
-	m.oomLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cgpilot_oom_bump_latency_seconds",
-		Help: "From an OOM kill (the kernel's time where known) to the raised limit written in the cgroup.", Buckets: buckets})
-	m.resizeTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cgpilot_resize_seconds",
-		Help:    "From a decision to change a pod's resources to pods/resize accepting it (phase=accepted), and to the kubelet's status and the cgroups showing it (phase=applied).",
-		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}, []string{"phase"})
+	m.rs = runner.NewMetrics(buckets)
 	m.apiRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_api_refused_connections_total",
 		Help: "Local API connections closed unserved, by reason: peer-not-allowed (neither uid 0 nor the socket group), no-credentials."}, []string{"reason"})
-	m.clamped = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_rightsize_clamped_total",
-		Help: "Changes a bound moved before they were applied (policy min/max, LimitRange, node allocatable, usage floor), by path: resize, oom."}, []string{"path"})
-	m.unsampled = prometheus.NewCounter(prometheus.CounterOpts{Name: "cgpilot_unsampled_requeues_total",
-		Help: "Pods the sweep queued again because a running container of theirs was not sampled (its cgroup was not readable when the pod's last event was handled)."})
-	m.reg.MustRegister(m.unsampled, m.clamped, m.rsDecisions, m.recChanges, m.resizes, m.oomKills, m.oomBumps, m.oomLatency, m.resizeTime, m.apiRefused)
+	m.reg.MustRegister(m.rs.Collectors()...)
+	m.reg.MustRegister(m.apiRefused)
 	m.reg.MustRegister(m.poolCPUs, m.exclPods, m.allocations, m.refusals, m.applyLatency, m.lateLatency, m.writes, m.writeErrors, m.drift, m.recovered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -94,7 +94,7 @@ func newBed(t testing.TB, backend string, o bedOptions) *oomBed {
 	}
 	cs.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{
 		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "pods", Namespaced: true, Kind: "Pod"}, {Name: "pods/resize", Namespaced: true, Kind: "Pod"}}},
-		{GroupVersion: v1alpha1.SchemeGroupVersion.String(), APIResources: []metav1.APIResource{{Name: rightsizeGVR.Resource, Kind: "RightsizePolicy"}}},
+		{GroupVersion: v1alpha1.SchemeGroupVersion.String(), APIResources: []metav1.APIResource{{Name: v1alpha1.RightsizePolicies.Resource, Kind: "RightsizePolicy"}}},
 	}
 	if o.noResize {
 		v1 := cs.Discovery().(*fakediscovery.FakeDiscovery).Resources[0]
@@ -107,7 +107,7 @@ func newBed(t testing.TB, backend string, o bedOptions) *oomBed {
 		"spec":     o.policy,
 	}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{rightsizeGVR: "RightsizePolicyList"}, pol)
+		map[schema.GroupVersionResource]string{v1alpha1.RightsizePolicies: "RightsizePolicyList"}, pol)
 
 	cfg := DefaultConfig()
 	cfg.NodeName = oomNode
@@ -135,20 +135,20 @@ func newBed(t testing.TB, backend string, o bedOptions) *oomBed {
 	if o.prepare != nil {
 		o.prepare(a)
 	}
-	if a.c.rs == nil || a.c.rs.oom == nil {
+	if a.c.rs == nil || a.c.rs.OOMWatcher() == nil {
 		cancel()
 		t.Fatal("right-sizing or its OOM watcher is off")
 	}
 	b := &oomBed{k: k, cs: cs, dyn: dyn, a: a}
-	a.c.rs.bumped = func(ev oomwatch.Event, d time.Duration) {
+	a.c.rs.OnOOMBump(func(ev oomwatch.Event, d time.Duration) {
 		b.mu.Lock()
 		b.lat = append(b.lat, d)
 		if ev.Kernel > 0 {
 			b.seen = append(b.seen, ev.Seen-ev.Kernel)
 		}
 		b.mu.Unlock()
-	}
-	t.Logf("OOM watcher: %s (%s)", a.c.rs.oom.Backend(), a.c.rs.oom.Reason())
+	})
+	t.Logf("OOM watcher: %s (%s)", a.c.rs.OOMWatcher().Backend(), a.c.rs.OOMWatcher().Reason())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() {
@@ -206,11 +206,8 @@ func (b *oomBed) pod(t testing.TB, name string) (uid types.UID, podRel, ctrRel s
 	uid, podRel, ctrRel = b.startPod(t, name)
 	mem := b.k.SB.Path(b.k.MemoryKey, ctrRel)
 	waitFor(t, "the agent watches "+name+"'s memory cgroup", 30*time.Second, func() bool {
-		r := b.a.c.rs
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		ref, ok := r.dirs[mem]
-		return ok && ref.uid == string(uid) && ref.container == "app"
+		u, ctr, ok := b.a.c.rs.Watches(mem)
+		return ok && u == string(uid) && ctr == "app"
 	})
 	return uid, podRel, ctrRel
 }
@@ -416,7 +413,7 @@ func BenchmarkOOMKillToRaisedLimit(b *testing.B) {
 		b.ReportMetric(float64(e99.Microseconds())/1000, "event-p99-ms")
 		b.ReportMetric(float64(p99)/float64(max(e99, time.Microsecond)), "p99/event-p99")
 	}
-	b.Logf("backend %s: %d kills, kill→raised p50 %v p99 %v (goal p99 ≤ 50ms)", bed.a.c.rs.oom.Backend(), len(bed.lat), p50, p99)
+	b.Logf("backend %s: %d kills, kill→raised p50 %v p99 %v (goal p99 ≤ 50ms)", bed.a.c.rs.OOMWatcher().Backend(), len(bed.lat), p50, p99)
 }
 
 // quantile is the q-quantile of ds (nearest rank).

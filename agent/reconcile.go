@@ -22,6 +22,7 @@ import (
 
 	"github.com/cgpilot/cgpilot/agent/kube"
 	"github.com/cgpilot/cgpilot/agent/pools"
+	"github.com/cgpilot/cgpilot/agent/rightsize/runner"
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/cgroup"
 	"github.com/cgpilot/cgpilot/internal/loop"
@@ -31,7 +32,7 @@ import (
 // lets the pools plan and apply, then reports (status annotation, Event,
 // metrics) and requeues on failure.
 // fieldManager names the agent's writes in managedFields.
-const fieldManager = "cgpilot-agent"
+const fieldManager = kube.FieldManager
 
 type controller struct {
 	cfg      Config
@@ -43,7 +44,7 @@ type controller struct {
 	statusQ  workqueue.TypedRateLimitingInterface[string] // annotation patches, off the cgroup path
 	pools    *pools.Manager
 	cgroups  *cgroup.Kubepods
-	rs       *rightsizer // nil when right-sizing is off
+	rs       *runner.Runner // nil when right-sizing is off
 	events   *eventLog
 	metrics  *metrics
 	log      logr.Logger
@@ -184,7 +185,7 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 			return failure(res) // the pod stays known: the release is retried
 		}
 		if c.rs != nil {
-			c.rs.untrack(prev.UID)
+			c.rs.Untrack(prev.UID)
 		}
 		c.mu.Lock()
 		delete(c.known, key)
@@ -210,7 +211,7 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 	if c.rs != nil {
 		// Sampling and the OOM watch first: they must not wait for the
 		// pools' cgroup writes.
-		c.rs.track(ctx, pod, info)
+		c.rs.Track(ctx, pod, info.Untouched, info.QoS)
 	}
 	res := c.pools.Sync(info, c.allPods)
 	c.mu.Lock()
@@ -222,7 +223,7 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 	}
 	c.report(ctx, &podRef{UID: info.UID, Namespace: info.Namespace, Name: info.Name}, pod, res, since, timed)
 	if c.rs != nil {
-		c.rs.verify(pod)
+		c.rs.Verify(pod)
 	}
 	if res.Pending[info.UID] {
 		c.queue.AddAfter(key, pendingRetry)
@@ -322,11 +323,11 @@ func (c *controller) writeStatus(ctx context.Context, key string) error {
 	if key == nodeKey {
 		return c.patchNode(ctx)
 	}
-	if rest, ok := strings.CutPrefix(key, recKeyPrefix); ok {
+	if rest, ok := strings.CutPrefix(key, runner.RecKeyPrefix); ok {
 		if c.rs == nil {
 			return nil
 		}
-		return c.rs.writeRecommendation(ctx, rest)
+		return c.rs.WriteRecommendation(ctx, rest)
 	}
 	c.mu.Lock()
 	ps, ok := c.pending[key]

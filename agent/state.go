@@ -32,23 +32,8 @@ func (c *controller) stateSizes() map[string]int {
 	out["known-pods"], out["pending-status"], out["change-times"], out["late-containers"] = len(c.known), len(c.pending), len(c.since), len(c.late)
 	c.mu.Unlock()
 	out["exclusive-allocations"] = len(c.pools.State().Assignments())
-	r := c.rs
-	if r == nil {
-		return out
-	}
-	r.mu.Lock()
-	out["tracked-pods"], out["oom-watched-cgroups"], out["last-samples"], out["pending-recommendations"] = len(r.pods), len(r.dirs), len(r.last), len(r.pendingRec)
-	r.mu.Unlock()
-	r.apply.mu.Lock()
-	out["resizes-wanted"], out["resizes-decided"], out["resizes-accepted"], out["cgroup-values"] = len(r.apply.want), len(r.apply.decided), len(r.apply.accepted), len(r.apply.cgroupValues)
-	r.apply.mu.Unlock()
-	r.owners.mu.Lock()
-	out["owner-cache"] = len(r.owners.parents)
-	r.owners.mu.Unlock()
-	out["histogram-keys"] = len(r.engine.Keys())
-	out["sampled-containers"] = r.coll.Targets()
-	if r.oom != nil {
-		out["oom-watcher-cgroups"] = r.oom.Watching()
+	if c.rs != nil {
+		c.rs.Sizes(out)
 	}
 	return out
 }

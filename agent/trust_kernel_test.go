@@ -120,8 +120,7 @@ func TestOOMKillLoopCeiling(t *testing.T) {
 	})
 	// The Node's allocatable is read at the agent's start.
 	waitFor(t, "the node's allocatable", 10*time.Second, func() bool {
-		_, alloc := b.a.c.rs.bounds.of("default")
-		return alloc.Memory == ceiling
+		return b.a.c.rs.Allocatable().Memory == ceiling
 	})
 	_, podRel, ctrRel := b.pod(t, "loop")
 	var limits []int64
@@ -222,17 +221,18 @@ func TestOOMBumpRefusedGoesBack(t *testing.T) {
 func (b *oomBed) forge(t testing.TB, uid types.UID, cpu, mem float64) {
 	t.Helper()
 	r := b.a.c.rs
-	r.mu.Lock()
-	key := string(r.pods[string(uid)].workload) + "/app"
-	r.mu.Unlock()
+	key, ok := r.ContainerKey(string(uid), "app")
+	if !ok {
+		t.Fatal("the pod is not tracked")
+	}
 	preset := ""
-	for _, p := range r.policies().all() {
-		preset = p.policy.Preset
+	for _, p := range r.Presets() {
+		preset = p
 	}
 	w := &report.WorkloadRecommendation{Preset: preset, Nodes: 2, Samples: 1 << 20, FreshUntil: time.Now().Add(time.Hour),
 		Recommendation: report.Recommendation{CPU: report.Estimate{Target: cpu}, Memory: report.Estimate{Target: mem}}}
-	r.rep.merged.Store(&mergedIndex{generated: time.Now(), byKey: map[string]*report.WorkloadRecommendation{key: w}})
-	r.policyChanged()
+	r.Reporter().UseMerged(time.Now(), map[string]*report.WorkloadRecommendation{key: w})
+	r.Redecide()
 }
 
 // annotate sets annotations on pod name in the (fake) API server.
@@ -254,13 +254,7 @@ func (b *oomBed) annotate(t testing.TB, name string, ann map[string]string) {
 
 // stateOf is the right-sizing state of pod uid.
 func (b *oomBed) stateOf(uid types.UID) string {
-	r := b.a.c.rs
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if rp := r.pods[string(uid)]; rp != nil {
-		return rp.decision.State
-	}
-	return ""
+	return b.a.c.rs.State(string(uid))
 }
 
 // withReporter gives the agent a reporter that talks to no one: its

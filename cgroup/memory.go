@@ -142,9 +142,11 @@ func parseMemoryStat(b []byte, v2 bool) (uint64, error) {
 	return 0, errors.New("memory.stat lacks " + want)
 }
 
-// parseOOMKills returns the oom_kill counter of v1 memory.oom_control or v2
-// memory.events; ok is false when the kernel has no such line.
-func parseOOMKills(b []byte) (n uint64, ok bool, err error) {
+// ParseOOMKills returns the oom_kill counter of v1 memory.oom_control or v2
+// memory.events ("key value" lines, every value a decimal); ok is false
+// when the kernel has no such line. The one parser of that counter: the
+// reader's samples and agent/oomwatch's counter backend use it.
+func ParseOOMKills(b []byte) (n uint64, ok bool, err error) {
 	for len(b) > 0 {
 		var line []byte
 		line, b = nextLine(b)

@@ -78,9 +78,9 @@ func TestParseOOMKills(t *testing.T) {
 		{"oom_kill many\n", 0, false, true},
 	}
 	for _, tc := range tests {
-		n, ok, err := parseOOMKills([]byte(tc.in))
+		n, ok, err := ParseOOMKills([]byte(tc.in))
 		if n != tc.n || ok != tc.ok || (err != nil) != tc.err {
-			t.Errorf("parseOOMKills(%q) = %d, %v, %v", tc.in, n, ok, err)
+			t.Errorf("ParseOOMKills(%q) = %d, %v, %v", tc.in, n, ok, err)
 		}
 	}
 }
@@ -224,7 +224,7 @@ func FuzzParseMemoryStat(f *testing.F) {
 		if err != nil && n != 0 {
 			t.Fatalf("error with value %d", n)
 		}
-		_, _, _ = parseOOMKills(b)
+		_, _, _ = ParseOOMKills(b)
 		_, _, _ = parseMemoryLimit(b)
 	})
 }

@@ -132,7 +132,7 @@ func (r *Reader) Read(s *Stats) error {
 		if b, err = r.oom.read(buf); err != nil {
 			return err
 		}
-		if s.OOMKills, s.HasOOMKills, err = parseOOMKills(b); err != nil {
+		if s.OOMKills, s.HasOOMKills, err = ParseOOMKills(b); err != nil {
 			return wrapParse(r.oom.path(), b, err)
 		}
 	}

@@ -123,7 +123,7 @@ func (b *bpfBackend) run(w *Watcher) {
 			}
 			return
 		}
-		seen := monoNow()
+		seen := Monotonic()
 		_ = w.cfg.Guard.Do(Loop, func() {
 			if _, err := binary.Decode(rec.RawSample, binary.NativeEndian, &raw); err != nil {
 				w.log.Error(err, "short BPF event", "len", len(rec.RawSample))

@@ -253,7 +253,7 @@ func (c *counterBackend) diff(dir string) ([]Event, error) {
 	}
 	kills := n - d.last
 	d.last = n
-	seen := monoNow()
+	seen := Monotonic()
 	if kills > maxBurst {
 		c.w.log.Info("more kills than events", "dir", dir, "kills", kills, "events", maxBurst)
 		kills = maxBurst

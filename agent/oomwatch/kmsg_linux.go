@@ -63,7 +63,7 @@ func (k *kmsgReader) drain() {
 		if err != nil || n <= 0 {
 			return // EAGAIN: nothing more now
 		}
-		read := monoNow()
+		read := Monotonic()
 		r, err := parseKmsgRecord(k.buf[:n])
 		if err != nil {
 			continue
@@ -84,7 +84,7 @@ func (k *kmsgReader) drain() {
 // used for kernelPath.
 func (k *kmsgReader) take(kernelPath string, n int) []kmsgOOM {
 	k.drain()
-	now := monoNow()
+	now := Monotonic()
 	var out []kmsgOOM
 	for i := range k.recent {
 		l := &k.recent[i]

@@ -6,23 +6,21 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cgpilot/cgpilot/cgroup"
 )
 
 // parseOOMKillCounter returns the oom_kill counter of a v1
-// memory.oom_control or v2 memory.events file ("key value" lines).
+// memory.oom_control or v2 memory.events file, by cgroup.ParseOOMKills.
 func parseOOMKillCounter(b []byte) (uint64, error) {
-	for _, line := range bytes.Split(b, []byte{'\n'}) {
-		k, v, ok := bytes.Cut(bytes.TrimSpace(line), []byte{' '})
-		if !ok || string(k) != "oom_kill" {
-			continue
-		}
-		n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%w: oom_kill value %q: %w", ErrParse, v, err)
-		}
-		return n, nil
+	n, ok, err := cgroup.ParseOOMKills(b)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%w: oom_kill counter in %q: %w", ErrParse, truncate(b), err)
+	case !ok:
+		return 0, fmt.Errorf("%w: no oom_kill line in %q", ErrParse, truncate(b))
 	}
-	return 0, fmt.Errorf("%w: no oom_kill line in %q", ErrParse, truncate(b))
+	return n, nil
 }
 
 func truncate(b []byte) string {

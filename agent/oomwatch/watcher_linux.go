@@ -339,8 +339,9 @@ func (w *Watcher) match(memcgIno, cgroupID uint64) string {
 	return ""
 }
 
-// monoNow reads CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns.
-func monoNow() time.Duration {
+// Monotonic reads CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns and of
+// Event.Kernel and Event.Seen.
+func Monotonic() time.Duration {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return time.Duration(ts.Nano())
@@ -348,6 +349,6 @@ func monoNow() time.Duration {
 
 // wallAt converts a CLOCK_MONOTONIC time to wall-clock time.
 func wallAt(mono time.Duration) time.Time {
-	now, m := time.Now(), monoNow()
+	now, m := time.Now(), Monotonic()
 	return now.Add(mono - m)
 }

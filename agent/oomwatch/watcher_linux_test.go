@@ -57,7 +57,7 @@ func TestInode(t *testing.T) {
 }
 
 func TestKmsgTake(t *testing.T) {
-	now := monoNow()
+	now := Monotonic()
 	line := func(memcg string, pid int, age time.Duration, usedBy ...string) kmsgOOM {
 		return kmsgOOM{oomKillLine: oomKillLine{Constraint: "CONSTRAINT_MEMCG", TaskMemcg: memcg, Comm: "c", PID: pid}, read: now - age, usedBy: usedBy}
 	}

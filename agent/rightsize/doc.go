@@ -22,8 +22,9 @@
 //     most maxOOMBumpsPerDay a day, below a limit pods/resize refused,
 //     through the same clamp.
 //
-// It writes nothing: package agent applies a Decision through pods/resize
-// or package cgroup, and reports it (annotation, Events, metrics).
+// It writes nothing: agent/rightsize/runner applies a Decision through
+// pods/resize or package cgroup, and reports it (annotation, Events,
+// metrics).
 //
 // Errors: a pod annotation its policy does not allow is refused
 // (Decision.Refused, for a Warning Event) and the policy's value applies;

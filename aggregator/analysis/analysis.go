@@ -115,7 +115,7 @@ func New(cfg Config) *Analysis {
 		cfg.Period = report.DefaultPeriod
 	}
 	if cfg.StaleAfter == 0 {
-		cfg.StaleAfter = 3 * cfg.Period
+		cfg.StaleAfter = report.DefaultStaleAfter(cfg.Period)
 	}
 	if cfg.Forget == 0 {
 		cfg.Forget = 24 * time.Hour

@@ -26,8 +26,8 @@ import (
 
 // GVRs of the resources the aggregator reads and writes.
 var (
-	WorkloadRecommendations = v1alpha1.SchemeGroupVersion.WithResource("workloadrecommendations")
-	RightsizePolicies       = v1alpha1.SchemeGroupVersion.WithResource("rightsizepolicies")
+	WorkloadRecommendations = v1alpha1.WorkloadRecommendations
+	RightsizePolicies       = v1alpha1.RightsizePolicies
 )
 
 // FieldManager is the aggregator's server-side-apply field manager.
@@ -269,7 +269,7 @@ func (c *Checkpointer) defaults() {
 func (c *Checkpointer) Load(ctx context.Context) (int, error) {
 	c.defaults()
 	cfg := c.Store.Config()
-	fresh := cfg.Step + 2*cfg.Grace
+	fresh := report.FreshFor(cfg.Step, cfg.Grace)
 	now := c.Now()
 	n, cont := 0, ""
 	for {

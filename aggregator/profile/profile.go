@@ -222,13 +222,13 @@ func New(cfg Config) *Profiles {
 		cfg.Period = report.DefaultPeriod
 	}
 	if cfg.Grace == 0 {
-		cfg.Grace = 2 * cfg.Period
+		cfg.Grace = report.DefaultGrace(cfg.Period)
 	}
 	if cfg.HotWatermark == 0 {
 		cfg.HotWatermark = 0.8
 	}
 	if cfg.StaleAfter == 0 {
-		cfg.StaleAfter = 3 * cfg.Period
+		cfg.StaleAfter = report.DefaultStaleAfter(cfg.Period)
 	}
 	if cfg.LoadInterval == 0 {
 		cfg.LoadInterval = time.Minute

@@ -11,6 +11,14 @@ import (
 // DefaultPeriod is the report grid's period: agents report every minute.
 const DefaultPeriod = time.Minute
 
+// DefaultGrace is how late a window's reports may come, by default, for a
+// report period: two periods.
+func DefaultGrace(period time.Duration) time.Duration { return 2 * period }
+
+// DefaultStaleAfter is how long a node may send nothing, by default, before
+// its usage counts as stale: three periods.
+func DefaultStaleAfter(period time.Duration) time.Duration { return 3 * period }
+
 // BuilderConfig configures a Builder.
 type BuilderConfig struct {
 	// Node is the agent's node.

@@ -486,6 +486,11 @@ func Prefer(merged *WorkloadRecommendation, local Recommendation, now time.Time)
 	return local, false
 }
 
+// FreshFor is how long a merged recommendation stays fresh after it was
+// computed: its step and two grace periods, so that one late or missed
+// report does not send the agents back to their own.
+func FreshFor(step, grace time.Duration) time.Duration { return step + 2*grace }
+
 // Index returns the items of r by key.
 func (r *Recommendations) Index() map[Key]*WorkloadRecommendation {
 	m := make(map[Key]*WorkloadRecommendation, len(r.Items))

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"strings"
 	"time"
 )
 
@@ -84,6 +85,15 @@ type Key struct {
 
 // String is "namespace/Kind/name/container".
 func (k Key) String() string { return k.Workload.String() + "/" + k.Container }
+
+// ParseKey reads a Key's String; false when a part is missing or empty.
+func ParseKey(s string) (Key, bool) {
+	parts := strings.SplitN(s, "/", 4)
+	if len(parts) != 4 || parts[0] == "" || parts[1] == "" || parts[2] == "" || parts[3] == "" {
+		return Key{}, false
+	}
+	return Key{Workload: Workload{Namespace: parts[0], Kind: parts[1], Name: parts[2]}, Container: parts[3]}, true
+}
 
 // Workload kinds WorkloadOf returns besides a controller's own kind.
 const (

@@ -20,6 +20,12 @@ var (
 	AddToScheme = SchemeBuilder.AddToScheme
 )
 
+// The resources of this package, as the dynamic client names them.
+var (
+	RightsizePolicies       = SchemeGroupVersion.WithResource("rightsizepolicies")
+	WorkloadRecommendations = SchemeGroupVersion.WithResource("workloadrecommendations")
+)
+
 // Resource qualifies a resource name ("rightsizepolicies") with the group.
 func Resource(resource string) schema.GroupResource {
 	return SchemeGroupVersion.WithResource(resource).GroupResource()

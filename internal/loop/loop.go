@@ -61,6 +61,16 @@ func (g *Guard) Do(loop string, f func()) (err error) {
 	return nil
 }
 
+// DoErr is Do for an iteration that returns an error: f's error, or the
+// *Panic it panicked with.
+func (g *Guard) DoErr(loop string, f func() error) error {
+	var err error
+	if p := g.Do(loop, func() { err = f() }); p != nil {
+		return p
+	}
+	return err
+}
+
 func (g *Guard) recovered(loop string, v any) *Panic {
 	p := &Panic{Loop: loop, Value: v, Stack: debug.Stack()}
 	if g.OnPanic != nil {

@@ -1,66 +1,118 @@
 //go:build linux
 
-package agent
+package runner
 
 import (
 	"context"
 	"fmt"
-	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/cpuset"
 
 	"github.com/cgpilot/cgpilot/agent/collector"
 	"github.com/cgpilot/cgpilot/agent/oomwatch"
-	"github.com/cgpilot/cgpilot/agent/pools"
+	"github.com/cgpilot/cgpilot/agent/podspec"
 	"github.com/cgpilot/cgpilot/agent/rightsize"
 )
 
-// unitRightsizer is a controller and its rightsizer with no kernel and no
-// API server: an informer cache filled by hand, pools that write nothing.
-func unitRightsizer(t *testing.T) *rightsizer {
-	t.Helper()
-	pm, err := pools.New(pools.Options{All: cpuset.New(0, 1), Checkpoint: filepath.Join(t.TempDir(), "cp")})
-	if err != nil {
-		t.Fatal(err)
+// fakeHost is the agent's side for unit tests: an informer cache filled
+// by hand, Events and status keys kept.
+type fakeHost struct {
+	idx cache.Indexer
+
+	mu       sync.Mutex
+	events   []Event
+	queued   []string
+	requeued []string
+}
+
+func (h *fakeHost) PodByUID(uid string) *corev1.Pod {
+	objs, _ := h.idx.ByIndex("uid", uid)
+	if len(objs) != 1 {
+		return nil
 	}
-	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{uidIndex: func(obj any) ([]string, error) {
+	p, _ := objs[0].(*corev1.Pod)
+	return p
+}
+
+func (h *fakeHost) Pod(namespace, name string) (*corev1.Pod, error) {
+	obj, ok, err := h.idx.GetByKey(podspec.Key(namespace, name))
+	if err != nil || !ok {
+		return nil, apierrors.NewNotFound(corev1.Resource("pods"), name)
+	}
+	return obj.(*corev1.Pod), nil
+}
+
+func (h *fakeHost) HoldsExclusive(*corev1.Pod) bool { return false }
+
+func (h *fakeHost) Emit(_ *PodRef, ev Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, ev)
+}
+
+// Pods are the cached pods.
+func (h *fakeHost) Pods() []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, o := range h.idx.List() {
+		out = append(out, o.(*corev1.Pod))
+	}
+	return out
+}
+
+// Manages: every namespace but kube-system (the agent's default ignores it).
+func (h *fakeHost) Manages(p *corev1.Pod) bool { return p.Namespace != "kube-system" }
+
+func (h *fakeHost) Requeue(p *corev1.Pod) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.requeued = append(h.requeued, podspec.Key(p.Namespace, p.Name))
+}
+
+func (h *fakeHost) QueueStatus(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.queued = append(h.queued, key)
+}
+
+// unitRightsizer is right-sizing with no kernel and no API server: a
+// fake host, no cgroups, no OOM watcher.
+func unitRightsizer(t *testing.T) (*Runner, *fakeHost) {
+	t.Helper()
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{"uid": func(obj any) ([]string, error) {
 		return []string{string(obj.(*corev1.Pod).UID)}, nil
 	}})
-	c := &controller{cfg: DefaultConfig(), indexer: idx, pools: pm, metrics: newMetrics(), log: testr.New(t),
-		events:  newEventLog(record.NewFakeRecorder(100), "node"),
-		statusQ: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
-		kubelet: kubeletStatic{Taken: cpuset.New(), Pods: map[string]bool{}}, known: map[string]*knownPod{}}
-	t.Cleanup(c.statusQ.ShutDown)
+	h := &fakeHost{idx: idx}
 	e, _, err := rightsize.NewEngine(rightsize.EngineOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRightsizer(c, e, collector.New(collector.Options{Interval: time.Second}), nil, nil)
-	r.apply = newApplier(c, true)
-	r.apply.r = r
+	reg := prometheus.NewRegistry()
+	r := newRunner(Options{Host: h, Log: testr.New(t), Metrics: NewMetrics(nil), Engine: e, Registerer: reg,
+		Writes: prometheus.NewCounter(prometheus.CounterOpts{Name: "w"}), Drift: prometheus.NewCounter(prometheus.CounterOpts{Name: "d"})})
+	r.coll = collector.New(collector.Options{Interval: time.Second})
+	r.apply = newApplier(r, true)
 	t.Cleanup(r.apply.q.ShutDown)
-	c.rs = r
-	return r
+	return r, h
 }
 
 // addPod puts a pod in the informer cache and tracks it, as a reconcile does.
-func (r *rightsizer) addPod(t *testing.T, name string) *corev1.Pod {
+func (r *Runner) addPod(t *testing.T, name string) *corev1.Pod {
 	t.Helper()
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Requests: rlist("100m", "64Mi")}}}}}
-	if err := r.c.indexer.Add(p); err != nil {
+	if err := r.host.(*fakeHost).idx.Add(p); err != nil {
 		t.Fatal(err)
 	}
-	r.track(context.Background(), p, r.c.podInfo(p))
+	r.Track(context.Background(), p, false, podspec.QoS(p))
 	return p
 }
 
@@ -71,12 +123,12 @@ func (r *rightsizer) addPod(t *testing.T, name string) *corev1.Pod {
 // and queue no change or annotation for the forgotten one, and not track
 // it again.
 func TestDecideAllPodForgottenMidRound(t *testing.T) {
-	r := unitRightsizer(t)
+	r, _ := unitRightsizer(t)
 	gone, stays := r.addPod(t, "gone"), r.addPod(t, "stays")
 	forgotten := 0
 	r.beforeLookup = func(uid string) {
 		if uid == string(gone.UID) {
-			r.untrack(uid) // the pod's delete, reconciled in the window
+			r.Untrack(uid) // the pod's delete, reconciled in the window
 			forgotten++
 		}
 	}
@@ -97,7 +149,7 @@ func TestDecideAllPodForgottenMidRound(t *testing.T) {
 	if _, ok := r.pods[string(gone.UID)]; ok {
 		t.Error("the forgotten pod is tracked again after the round")
 	}
-	if _, ok := r.pendingRec[keyOf(gone.Namespace, gone.Name)]; ok {
+	if _, ok := r.pendingRec[podspec.Key(gone.Namespace, gone.Name)]; ok {
 		t.Error("a recommendation annotation was queued for the forgotten pod")
 	}
 	if rp := r.pods[string(stays.UID)]; rp == nil || rp.decision.State == "" || !rp.next.After(now) {
@@ -105,7 +157,7 @@ func TestDecideAllPodForgottenMidRound(t *testing.T) {
 	}
 	r.apply.mu.Lock()
 	defer r.apply.mu.Unlock()
-	if _, ok := r.apply.want[keyOf(gone.Namespace, gone.Name)]; ok {
+	if _, ok := r.apply.want[podspec.Key(gone.Namespace, gone.Name)]; ok {
 		t.Error("a resize was queued for the forgotten pod")
 	}
 }
@@ -113,7 +165,7 @@ func TestDecideAllPodForgottenMidRound(t *testing.T) {
 // TestOOMOfPodForgottenMidEvent: the same window on the OOM path, a kill
 // whose pod is forgotten between onOOM's lookup of the cgroup and input's.
 func TestOOMOfPodForgottenMidEvent(t *testing.T) {
-	r := unitRightsizer(t)
+	r, _ := unitRightsizer(t)
 	p := r.addPod(t, "hog")
 	dir := "/sys/fs/cgroup/memory/kubepods/pod" + string(p.UID) + "/ctr"
 	r.mu.Lock()
@@ -123,7 +175,7 @@ func TestOOMOfPodForgottenMidEvent(t *testing.T) {
 	hit := 0
 	r.beforeLookup = func(uid string) {
 		hit++
-		r.untrack(uid)
+		r.Untrack(uid)
 	}
 	func() {
 		defer func() {

@@ -1,4 +1,4 @@
-package agent
+package runner
 
 import (
 	"context"
@@ -7,13 +7,13 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cgpilot/cgpilot/agent/oomwatch"
-	"github.com/cgpilot/cgpilot/agent/pools"
+	"github.com/cgpilot/cgpilot/agent/podspec"
 	"github.com/cgpilot/cgpilot/agent/rightsize"
 	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/api/report"
 	"github.com/cgpilot/cgpilot/api/v1alpha1/policy"
 	"github.com/cgpilot/cgpilot/cgroup"
 	"github.com/cgpilot/cgpilot/recommend"
@@ -28,12 +28,12 @@ import (
 // maxOOMBumpsPerDay times a container, never past the one clamp
 // (policy.Clamp: the LimitRange, the node's allocatable) nor to a limit
 // pods/resize refused; when the API refuses the raise, the cgroup goes
-// back to the spec's value (resize.go). Every kill is recorded in the
+// back to the spec's value (apply.go). Every kill is recorded in the
 // histograms, counted and reported.
 
 // oomLoop handles kills until the watcher closes.
-func (r *rightsizer) oomLoop(ctx context.Context) {
-	r.c.guard.Run(ctx, loopOOM, func() bool {
+func (r *Runner) oomLoop(ctx context.Context) {
+	r.guard.Run(ctx, LoopOOM, func() bool {
 		select {
 		case <-ctx.Done():
 			return false
@@ -47,33 +47,26 @@ func (r *rightsizer) oomLoop(ctx context.Context) {
 	})
 }
 
-// monotonic is CLOCK_MONOTONIC, the clock of oomwatch.Event.Kernel.
-func monotonic() time.Duration {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return time.Duration(ts.Nano())
-}
-
-func (r *rightsizer) onOOM(ev oomwatch.Event) {
+func (r *Runner) onOOM(ev oomwatch.Event) {
 	r.mu.Lock()
 	ref, ok := r.dirs[ev.Dir]
 	rp := r.pods[ref.uid]
 	var ctr rsContainer
-	var workload workloadRef
+	var workload report.Workload
 	if rp != nil {
 		ctr, workload = rp.containers[ref.container], rp.workload
 	}
 	r.mu.Unlock()
 	if !ok || rp == nil {
-		r.c.metrics.oomKills.WithLabelValues("unknown").Inc()
+		r.m.oomKills.WithLabelValues("unknown").Inc()
 		return // a kill in a cgroup no tracked container owns
 	}
-	p := r.c.podByUID(ref.uid)
+	p := r.host.PodByUID(ref.uid)
 	if p == nil {
 		return
 	}
-	r.c.metrics.oomKills.WithLabelValues("container").Inc()
-	who := &podRef{UID: ref.uid, Namespace: p.Namespace, Name: p.Name}
+	r.m.oomKills.WithLabelValues("container").Inc()
+	who := &PodRef{UID: ref.uid, Namespace: p.Namespace, Name: p.Name}
 	in, _, ok := r.input(p, ev.Time)
 	if !ok {
 		return // forgotten since the lookup above
@@ -85,19 +78,19 @@ func (r *rightsizer) onOOM(ev oomwatch.Event) {
 		}
 	}
 	usage := max(c.Spec.Limits.Memory, c.Usage)
-	key := string(workload) + "/" + ref.container
+	key := report.Key{Workload: workload, Container: ref.container}.String()
 	r.engine.RecordOOM(key, recommend.OOMEvent{Time: ev.Time, UsageBytes: usage, LimitBytes: c.Spec.Limits.Memory, RequestBytes: c.Spec.Requests.Memory})
-	r.rep.oomKilled(key, p.Name, ev.Time, usage, c.Spec.Limits.Memory, c.Spec.Requests.Memory)
+	r.rep.OOMKilled(key, p.Name, ev.Time, usage, c.Spec.Limits.Memory, c.Spec.Requests.Memory)
 	victim := fmt.Sprintf("pid %d %q", ev.PID, ev.Comm)
 	if ev.PID == 0 {
 		victim = "seen by the cgroup's OOM counter: process unknown"
 	}
 	msg := fmt.Sprintf("container %s OOM-killed (%s) at memory limit %s", ref.container, victim, local.FormatMemory(c.Spec.Limits.Memory))
-	r.c.events.emit(who, pools.Event{Warning: true, Reason: "OOMKilled", Message: msg})
+	r.host.Emit(who, Event{Warning: true, Reason: "OOMKilled", Message: msg})
 
 	pol, eff := rightsize.Effective(in)
 	if pol == nil || !eff.Mode.Applies() {
-		r.c.metrics.oomBumps.WithLabelValues("not-applied").Inc()
+		r.m.oomBumps.WithLabelValues("not-applied").Inc()
 		return
 	}
 	kills := r.engine.Kills(ref.uid+"/"+ref.container, ev.Time, rightsize.OOMWindow)
@@ -106,27 +99,27 @@ func (r *rightsizer) onOOM(ev oomwatch.Event) {
 	r.mu.Unlock()
 	to, clamped, why := rightsize.OOMBump(in, pol, ref.container, usage, kills, len(bumps))
 	if why != "" {
-		r.c.metrics.oomBumps.WithLabelValues("at-limit").Inc()
-		r.c.events.emit(who, pools.Event{Warning: true, Reason: "MemoryNotRaised",
+		r.m.oomBumps.WithLabelValues("at-limit").Inc()
+		r.host.Emit(who, Event{Warning: true, Reason: "MemoryNotRaised",
 			Message: fmt.Sprintf("container %s: memory limit not raised: %s", ref.container, why)})
 		return
 	}
 	if len(clamped) > 0 {
-		r.c.metrics.clamped.WithLabelValues("oom").Inc()
-		r.c.log.Info("an OOM bump was clamped", "pod", keyOf(p.Namespace, p.Name), "policy", pol.Name, "bounds", policy.Bindings(clamped))
+		r.m.clamped.WithLabelValues("oom").Inc()
+		r.log.Info("an OOM bump was clamped", "pod", podspec.Key(p.Namespace, p.Name), "policy", pol.Name, "bounds", policy.Bindings(clamped))
 	}
 	if err := r.bumpCgroups(ref.uid, ctr, c.Spec.Limits.Memory, to.Limits.Memory); err != nil {
-		r.c.metrics.oomBumps.WithLabelValues("failed").Inc()
-		r.c.events.emit(who, pools.Event{Warning: true, Reason: "MemoryRaiseFailed", Message: err.Error()})
+		r.m.oomBumps.WithLabelValues("failed").Inc()
+		r.host.Emit(who, Event{Warning: true, Reason: "MemoryRaiseFailed", Message: err.Error()})
 	} else {
-		r.c.metrics.oomBumps.WithLabelValues("written").Inc()
+		r.m.oomBumps.WithLabelValues("written").Inc()
 		from := ev.Kernel
 		if from == 0 {
 			from = ev.Seen
 		}
 		if from > 0 {
-			d := monotonic() - from
-			r.c.metrics.oomLatency.Observe(d.Seconds())
+			d := oomwatch.Monotonic() - from
+			r.m.oomLatency.Observe(d.Seconds())
 			if r.bumped != nil {
 				r.bumped(ev, d)
 			}
@@ -148,7 +141,7 @@ func (r *rightsizer) onOOM(ev oomwatch.Event) {
 	if len(clamped) > 0 {
 		summary += "; clamped: " + policy.Bindings(clamped)
 	}
-	r.c.events.emit(who, pools.Event{Reason: "MemoryRaised", Message: summary})
+	r.host.Emit(who, Event{Reason: "MemoryRaised", Message: summary})
 	r.apply.requestBump(p, ref.container, to, summary)
 }
 
@@ -165,9 +158,9 @@ func recent(ts []time.Time, now time.Time, window time.Duration) []time.Time {
 
 // bumpCgroups raises a container's memory limit, and its pod's by as much
 // when the pod has one, in one leveled plan (the pod first).
-func (r *rightsizer) bumpCgroups(uid string, ctr rsContainer, from, to float64) error {
+func (r *Runner) bumpCgroups(uid string, ctr rsContainer, from, to float64) error {
 	podPath := parentPath(ctr.path)
-	cur, err := r.c.cgroups.ReadCurrent(podPath)
+	cur, err := r.cgroups.ReadCurrent(podPath)
 	if err != nil {
 		return err
 	}
@@ -178,8 +171,8 @@ func (r *rightsizer) bumpCgroups(uid string, ctr rsContainer, from, to float64) 
 		podLim := cur.MemoryLimit + int64(to-from)
 		plan.Pod.MemoryLimit = &podLim
 	}
-	written, err := r.c.cgroups.ApplyPodResources(plan)
-	r.c.metrics.writes.Add(float64(len(written)))
+	written, err := r.cgroups.ApplyPodResources(plan)
+	r.writes.Add(float64(len(written)))
 	return err
 }
 
@@ -199,7 +192,7 @@ func parentPath(p string) string {
 // refused limits, and a Warning Event says why. Where the container uses
 // more than the spec's limit with the cgroup package's margin (it
 // refuses a limit below usage), the write is retried at each sweep.
-func (r *rightsizer) bumpRefused(p *corev1.Pod, ref *podRef, bumped map[string]float64, cause error) {
+func (r *Runner) bumpRefused(p *corev1.Pod, ref *PodRef, bumped map[string]float64, cause error) {
 	names := make([]string, 0, len(bumped))
 	r.mu.Lock()
 	rp := r.pods[string(p.UID)]
@@ -230,25 +223,25 @@ func (r *rightsizer) bumpRefused(p *corev1.Pod, ref *podRef, bumped map[string]f
 	} else {
 		msg += "; the cgroups are back at the spec's values, and later raises stay below the refused limit"
 	}
-	r.c.metrics.oomBumps.WithLabelValues("refused").Inc()
-	r.c.log.Info("an OOM bump was refused by the API server", "pod", ref.Namespace+"/"+ref.Name, "detail", msg)
-	r.c.events.emit(ref, pools.Event{Warning: true, Reason: local.EventMemoryRaiseRefused, Message: msg})
+	r.m.oomBumps.WithLabelValues("refused").Inc()
+	r.log.Info("an OOM bump was refused by the API server", "pod", ref.Namespace+"/"+ref.Name, "detail", msg)
+	r.host.Emit(ref, Event{Warning: true, Reason: local.EventMemoryRaiseRefused, Message: msg})
 }
 
 // revert writes the pod's cgroups as its spec says.
-func (r *rightsizer) revert(p *corev1.Pod) error {
-	plan, err := r.c.podResources(p, nil)
+func (r *Runner) revert(p *corev1.Pod) error {
+	plan, err := r.podResources(p, nil)
 	if err != nil {
 		return err
 	}
-	written, err := r.c.cgroups.ApplyPodResources(plan)
-	r.c.metrics.writes.Add(float64(len(written)))
+	written, err := r.cgroups.ApplyPodResources(plan)
+	r.writes.Add(float64(len(written)))
 	return err
 }
 
 // revertPending retries the reverts bumpRefused could not write (each
 // sweep), until one is written or the pod is gone.
-func (r *rightsizer) revertPending() {
+func (r *Runner) revertPending() {
 	r.mu.Lock()
 	var uids []string
 	for uid, rp := range r.pods {
@@ -258,12 +251,12 @@ func (r *rightsizer) revertPending() {
 	}
 	r.mu.Unlock()
 	for _, uid := range uids {
-		p := r.c.podByUID(uid)
+		p := r.host.PodByUID(uid)
 		if p == nil {
 			continue
 		}
 		if err := r.revert(p); err != nil {
-			r.c.log.V(1).Info("the cgroups of a refused OOM bump are not back at the spec's values yet", "pod", keyOf(p.Namespace, p.Name), "err", err.Error())
+			r.log.V(1).Info("the cgroups of a refused OOM bump are not back at the spec's values yet", "pod", podspec.Key(p.Namespace, p.Name), "err", err.Error())
 			continue
 		}
 		r.mu.Lock()
@@ -271,8 +264,8 @@ func (r *rightsizer) revertPending() {
 			rp.revert = false
 		}
 		r.mu.Unlock()
-		r.c.log.Info("the cgroups of a refused OOM bump are back at the spec's values", "pod", keyOf(p.Namespace, p.Name))
-		r.c.events.emit(&podRef{UID: uid, Namespace: p.Namespace, Name: p.Name}, pools.Event{Reason: local.EventMemoryRaiseReverted,
+		r.log.Info("the cgroups of a refused OOM bump are back at the spec's values", "pod", podspec.Key(p.Namespace, p.Name))
+		r.host.Emit(&PodRef{UID: uid, Namespace: p.Namespace, Name: p.Name}, Event{Reason: local.EventMemoryRaiseReverted,
 			Message: "the memory limit pods/resize refused to keep is out of the cgroups: they are back at the spec's values"})
 	}
 }

@@ -1,4 +1,4 @@
-package agent
+package runner
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func (b *nodeBounds) refresh(ctx context.Context, now time.Time) {
 	}
 	b.read = now
 	b.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, patchTimeout)
+	ctx, cancel := context.WithTimeout(ctx, kube.PatchTimeout)
 	defer cancel()
 	n, err := b.kc.Node(ctx, b.node)
 	b.mu.Lock()

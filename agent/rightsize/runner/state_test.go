@@ -1,6 +1,6 @@
 //go:build linux
 
-package agent
+package runner
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cgpilot/cgpilot/agent/collector"
+	"github.com/cgpilot/cgpilot/agent/podspec"
 )
 
 // TestStateEntriesFollowThePods: cgpilot_state_entries counts what the
@@ -15,32 +16,20 @@ import (
 // tables untrack owns (the pending annotations go with the status worker,
 // the histograms after forgetAfter).
 func TestStateEntriesFollowThePods(t *testing.T) {
-	r := unitRightsizer(t)
-	r.c.metrics.reg.MustRegister(stateCollector{r.c})
+	r, _ := unitRightsizer(t)
 	a, b := r.addPod(t, "a"), r.addPod(t, "b")
 	r.decideAll(time.Now())
-	series := func() map[string]float64 {
-		mfs, err := r.c.metrics.reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]float64{}
-		for _, mf := range mfs {
-			if mf.GetName() != "cgpilot_state_entries" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				out[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
-			}
-		}
+	series := func() map[string]int {
+		out := map[string]int{}
+		r.Sizes(out)
 		return out
 	}
 	s := series()
-	if s["tracked-pods"] != 2 || s["known-pods"] != 0 || len(s) < 15 {
+	if s["tracked-pods"] != 2 || len(s) < 11 {
 		t.Fatalf("with two tracked pods: %v", s)
 	}
-	r.untrack(string(a.UID))
-	r.untrack(string(b.UID))
+	r.Untrack(string(a.UID))
+	r.Untrack(string(b.UID))
 	for table, n := range series() {
 		if n != 0 && table != "pending-recommendations" {
 			t.Errorf("%s: %v entries after both pods were forgotten", table, n)
@@ -53,7 +42,12 @@ func TestStateEntriesFollowThePods(t *testing.T) {
 // stopped, leave no last sample behind (each would stay until the agent
 // restarts).
 func TestLastSamplesOnlyOfTrackedContainers(t *testing.T) {
-	r := unitRightsizer(t)
+	r, _ := unitRightsizer(t)
+	lastSamples := func() int {
+		out := map[string]int{}
+		r.Sizes(out)
+		return out["last-samples"]
+	}
 	p := r.addPod(t, "a")
 	uid := string(p.UID)
 	r.mu.Lock()
@@ -61,12 +55,12 @@ func TestLastSamplesOnlyOfTrackedContainers(t *testing.T) {
 	r.mu.Unlock()
 	round := []collector.Sample{{Target: &collector.Target{PodUID: uid, Container: "app", ID: "c1"}, MemoryWorkingSet: 1 << 20}}
 	r.Round(time.Now(), round)
-	if n := r.c.stateSizes()["last-samples"]; n != 1 {
+	if n := lastSamples(); n != 1 {
 		t.Fatalf("last-samples %d for one tracked container", n)
 	}
-	r.untrack(uid)
+	r.Untrack(uid)
 	r.Round(time.Now(), round) // read before the untrack, handed over after it
-	if n := r.c.stateSizes()["last-samples"]; n != 0 {
+	if n := lastSamples(); n != 0 {
 		t.Fatalf("last-samples %d after the pod was forgotten and a late round", n)
 	}
 
@@ -75,8 +69,8 @@ func TestLastSamplesOnlyOfTrackedContainers(t *testing.T) {
 	r.pods[uid].containers = map[string]rsContainer{"app": {id: "c1"}}
 	r.mu.Unlock()
 	r.Round(time.Now(), round)
-	r.track(context.Background(), p, r.c.podInfo(p)) // its container no longer runs
-	if n := r.c.stateSizes()["last-samples"]; n != 0 {
+	r.Track(context.Background(), p, false, podspec.QoS(p)) // its container no longer runs
+	if n := lastSamples(); n != 0 {
 		t.Fatalf("last-samples %d after the container stopped", n)
 	}
 }

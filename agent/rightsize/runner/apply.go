@@ -1,4 +1,4 @@
-package agent
+package runner
 
 import (
 	"context"
@@ -17,13 +17,13 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cgpilot/cgpilot/agent/kube"
-	"github.com/cgpilot/cgpilot/agent/pools"
+	"github.com/cgpilot/cgpilot/agent/podspec"
 	"github.com/cgpilot/cgpilot/agent/rightsize"
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/cgroup"
 )
 
-// resize.go: sending a change of requests and limits. Where the cluster
+// apply.go: sending a change of requests and limits. Where the cluster
 // serves pods/resize (Kubernetes 1.35+; discovered at start) the change is
 // a strategic merge patch of that subresource and the kubelet applies it;
 // the agent then checks the kubelet's status and the cgroups themselves.
@@ -56,8 +56,7 @@ type change struct {
 // applier sends changes from its own queue, so an API server that is away
 // delays them without holding up sampling, decisions or OOM bumps.
 type applier struct {
-	c   *controller
-	r   *rightsizer
+	r   *Runner
 	api bool // pods/resize is served
 	q   workqueue.TypedRateLimitingInterface[string]
 
@@ -76,9 +75,43 @@ type applier struct {
 	accepted map[string][]byte
 }
 
-func newApplier(c *controller, api bool) *applier {
-	return &applier{c: c, api: api, want: map[string]change{}, cgroupValues: map[string]map[string]rightsize.Requirements{}, decided: map[string]time.Time{}, accepted: map[string][]byte{},
+func newApplier(r *Runner, api bool) *applier {
+	return &applier{r: r, api: api, want: map[string]change{}, cgroupValues: map[string]map[string]rightsize.Requirements{}, decided: map[string]time.Time{}, accepted: map[string][]byte{},
 		q: workqueue.NewTypedRateLimitingQueueWithConfig(resizeRateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-resize"})}
+}
+
+// acceptedBody is the pods/resize body the API server accepted for pod
+// uid, nil when none waits to be verified.
+func (a *applier) acceptedBody(uid string) []byte {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.accepted[uid]
+}
+
+// verified forgets pod uid's accepted resize, now applied, and says when
+// it was decided (ok: one was waiting).
+func (a *applier) verified(uid string) (decided time.Time, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	decided, ok = a.decided[uid]
+	delete(a.decided, uid)
+	delete(a.accepted, uid)
+	return decided, ok
+}
+
+// forget drops what the applier keeps of pod uid until verify.
+func (a *applier) forget(uid string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.decided, uid)
+	delete(a.accepted, uid)
+}
+
+// sizes adds the applier's tables' sizes to out.
+func (a *applier) sizes(out map[string]int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out["resizes-wanted"], out["resizes-decided"], out["resizes-accepted"], out["cgroup-values"] = len(a.want), len(a.decided), len(a.accepted), len(a.cgroupValues)
 }
 
 // resizeRateLimiter backs a failing resize off up to 30 s, not the
@@ -105,7 +138,7 @@ func (a *applier) request(p *corev1.Pod, containers map[string]rightsize.Require
 }
 
 func (a *applier) queue(p *corev1.Pod, ch change) {
-	key := keyOf(p.Namespace, p.Name)
+	key := podspec.Key(p.Namespace, p.Name)
 	containers := ch.containers
 	a.mu.Lock()
 	if old, ok := a.want[key]; ok && old.uid == string(p.UID) && len(old.bumped) > 0 {
@@ -140,8 +173,8 @@ func (a *applier) run(ctx context.Context) {
 		if quit {
 			return
 		}
-		if err := a.c.do(loopResize, func() error { return a.applyOne(ctx, key) }); err != nil {
-			a.c.log.Error(err, "resize failed; retried", "pod", key)
+		if err := a.r.guard.DoErr(LoopResize, func() error { return a.applyOne(ctx, key) }); err != nil {
+			a.r.log.Error(err, "resize failed; retried", "pod", key)
 			a.q.AddRateLimited(key)
 		} else {
 			a.q.Forget(key)
@@ -165,12 +198,12 @@ func (a *applier) applyOne(ctx context.Context, key string) error {
 		a.mu.Unlock()
 	}
 	ns, name, _ := strings.Cut(key, "/")
-	pod, err := a.c.lister.Pods(ns).Get(name)
+	pod, err := a.r.host.Pod(ns, name)
 	if err != nil || string(pod.UID) != ch.uid {
 		done()
 		return nil // gone or replaced
 	}
-	ref := &podRef{UID: ch.uid, Namespace: ns, Name: name}
+	ref := &PodRef{UID: ch.uid, Namespace: ns, Name: name}
 	if !a.api {
 		if err := a.applyCgroups(pod, ch.containers); err != nil {
 			if errors.Is(err, cgroup.ErrNotReady) {
@@ -182,9 +215,9 @@ func (a *applier) applyOne(ctx context.Context, key string) error {
 		}
 		done()
 		a.r.reportAdjusted(pod, ch, "")
-		a.c.metrics.resizes.WithLabelValues("cgroups").Inc()
+		a.r.m.resizes.WithLabelValues("cgroups").Inc()
 		a.r.setState(ch.uid, stateCgroups, "the cluster has no pods/resize: written to the cgroups; the scheduler does not see this change", true)
-		a.c.events.emit(ref, pools.Event{Reason: "ResizedCgroups", Message: ch.summary + " (written to the cgroups: the cluster has no pods/resize)"})
+		a.r.host.Emit(ref, Event{Reason: "ResizedCgroups", Message: ch.summary + " (written to the cgroups: the cluster has no pods/resize)"})
 		return nil
 	}
 	body, err := resizePatch(pod, ch.containers)
@@ -193,13 +226,13 @@ func (a *applier) applyOne(ctx context.Context, key string) error {
 		a.report(pod, ref, ch, stateFailed, err)
 		return nil
 	}
-	err = a.c.kube.PatchPod(ctx, ns, name, types.StrategicMergePatchType, body, fieldManager, "resize")
+	err = a.r.kube.PatchPod(ctx, ns, name, types.StrategicMergePatchType, body, kube.FieldManager, "resize")
 	switch {
 	case err == nil:
 		done()
 		a.r.reportAdjusted(pod, ch, "")
-		a.c.metrics.resizes.WithLabelValues("accepted").Inc()
-		a.c.metrics.resizeTime.WithLabelValues("accepted").Observe(time.Since(ch.decided).Seconds())
+		a.r.m.resizes.WithLabelValues("accepted").Inc()
+		a.r.m.resizeTime.WithLabelValues("accepted").Observe(time.Since(ch.decided).Seconds())
 		a.mu.Lock()
 		a.decided[ch.uid] = ch.decided
 		a.accepted[ch.uid] = body
@@ -209,7 +242,7 @@ func (a *applier) applyOne(ctx context.Context, key string) error {
 		if ch.reason == "OOMBump" {
 			reason, msg = "MemoryRaisedDurably", "pods/resize accepted, so the kubelet keeps the raised limit: "+ch.summary
 		}
-		a.c.events.emit(ref, pools.Event{Reason: reason, Message: msg})
+		a.r.host.Emit(ref, Event{Reason: reason, Message: msg})
 		return nil
 	case apierrors.IsNotFound(err):
 		done()
@@ -230,11 +263,11 @@ func (a *applier) applyOne(ctx context.Context, key string) error {
 	return err // the API server away: retried with backoff
 }
 
-func (a *applier) report(pod *corev1.Pod, ref *podRef, ch change, state string, err error) {
-	a.c.metrics.resizes.WithLabelValues("failed").Inc()
+func (a *applier) report(pod *corev1.Pod, ref *PodRef, ch change, state string, err error) {
+	a.r.m.resizes.WithLabelValues("failed").Inc()
 	a.r.reportAdjusted(pod, ch, err.Error())
 	a.r.setState(ch.uid, state, err.Error(), false)
-	a.c.events.emit(ref, pools.Event{Warning: true, Reason: "ResizeFailed", Message: ch.summary + ": " + err.Error()})
+	a.r.host.Emit(ref, Event{Warning: true, Reason: "ResizeFailed", Message: ch.summary + ": " + err.Error()})
 }
 
 // resizePatch is the strategic merge patch of pods/resize for containers:
@@ -291,12 +324,12 @@ func (a *applier) applyCgroups(p *corev1.Pod, containers map[string]rightsize.Re
 	for name, to := range containers {
 		next[name] = to
 	}
-	plan, err := a.c.podResources(p, next)
+	plan, err := a.r.podResources(p, next)
 	if err != nil {
 		return err
 	}
-	written, err := a.c.cgroups.ApplyPodResources(plan)
-	a.c.metrics.writes.Add(float64(len(written)))
+	written, err := a.r.cgroups.ApplyPodResources(plan)
+	a.r.writes.Add(float64(len(written)))
 	if err != nil {
 		return err
 	}
@@ -308,13 +341,13 @@ func (a *applier) applyCgroups(p *corev1.Pod, containers map[string]rightsize.Re
 
 // podResources is the cgroup values of pod p with some containers' new
 // requirements (the rest as the spec says).
-func (c *controller) podResources(p *corev1.Pod, override map[string]rightsize.Requirements) (cgroup.PodResources, error) {
-	qos := qosClass(p)
-	podPath, err := c.cgroups.PodPath(string(p.UID), qos)
+func (r *Runner) podResources(p *corev1.Pod, override map[string]rightsize.Requirements) (cgroup.PodResources, error) {
+	qos := podspec.QoS(p)
+	podPath, err := r.cgroups.PodPath(string(p.UID), qos)
 	if err != nil {
 		return cgroup.PodResources{}, err
 	}
-	exclusive := c.holdsExclusive(p)
+	exclusive := r.host.HoldsExclusive(p)
 	ids := map[string]string{}
 	for _, st := range p.Status.ContainerStatuses {
 		if st.ContainerID != "" {
@@ -326,7 +359,7 @@ func (c *controller) podResources(p *corev1.Pod, override map[string]rightsize.R
 	var sumMem int64
 	allCPU, allMem := true, true
 	for _, spec := range p.Spec.Containers {
-		req, lim := requirementsOf(spec.Resources)
+		req, lim := podspec.Requirements(spec.Resources)
 		if o, ok := override[spec.Name]; ok {
 			req, lim = o.Requests, o.Limits
 		}
@@ -346,23 +379,23 @@ func (c *controller) podResources(p *corev1.Pod, override map[string]rightsize.R
 		if !ok {
 			continue
 		}
-		path, err := c.cgroups.ContainerPath(string(p.UID), qos, id)
+		path, err := r.cgroups.ContainerPath(string(p.UID), qos, id)
 		if err != nil {
 			continue
 		}
-		r := cgroup.Resources{}
+		res := cgroup.Resources{}
 		shares := cgroup.KubeletShares(reqM)
-		r.Shares = &shares
+		res.Shares = &shares
 		if !exclusive {
 			q := cgroup.KubeletQuota(limM)
-			r.Quota = &q
+			res.Quota = &q
 		}
 		mem := int64(-1)
 		if lim.Memory > 0 {
 			mem = int64(lim.Memory)
 		}
-		r.MemoryLimit = &mem
-		out.Containers[path] = r
+		res.MemoryLimit = &mem
+		out.Containers[path] = res
 	}
 	podShares := cgroup.KubeletShares(sumReq)
 	out.Pod.Shares = &podShares
@@ -421,10 +454,10 @@ func specShows(p *corev1.Pod, body []byte) bool {
 	return true
 }
 
-// verify checks, after a resize the API server accepted, that the kubelet
+// Verify checks, after a resize the API server accepted, that the kubelet
 // reports the new resources and the cgroups hold them; the pod's state
 // becomes Applied (or says what differs).
-func (r *rightsizer) verify(p *corev1.Pod) {
+func (r *Runner) Verify(p *corev1.Pod) {
 	r.mu.Lock()
 	rp := r.pods[string(p.UID)]
 	if rp == nil || rp.state != stateResized {
@@ -433,9 +466,7 @@ func (r *rightsizer) verify(p *corev1.Pod) {
 	}
 	ctrs := rp.containers
 	r.mu.Unlock()
-	r.apply.mu.Lock()
-	body := r.apply.accepted[string(p.UID)]
-	r.apply.mu.Unlock()
+	body := r.apply.acceptedBody(string(p.UID))
 	if body != nil && !specShows(p, body) {
 		return // an informer view from before the resize
 	}
@@ -446,7 +477,7 @@ func (r *rightsizer) verify(p *corev1.Pod) {
 	for _, c := range p.Spec.Containers {
 		specs[c.Name] = c.Resources
 	}
-	exclusive := r.c.holdsExclusive(p)
+	exclusive := r.host.HoldsExclusive(p)
 	var diffs []string
 	for _, st := range p.Status.ContainerStatuses {
 		spec, ok := specs[st.Name]
@@ -460,12 +491,12 @@ func (r *rightsizer) verify(p *corev1.Pod) {
 		if !ok {
 			continue
 		}
-		cur, err := r.c.cgroups.ReadCurrent(ctr.path)
+		cur, err := r.cgroups.ReadCurrent(ctr.path)
 		if err != nil {
 			diffs = append(diffs, fmt.Sprintf("%s: %v", st.Name, err))
 			continue
 		}
-		req, lim := requirementsOf(spec)
+		req, lim := podspec.Requirements(spec)
 		if want := int64(lim.Memory); lim.Memory > 0 && (cur.MemoryLimit > want || cur.MemoryLimit < want-4096) {
 			diffs = append(diffs, fmt.Sprintf("%s: memory limit %d, want %d", st.Name, cur.MemoryLimit, want))
 		}
@@ -474,26 +505,22 @@ func (r *rightsizer) verify(p *corev1.Pod) {
 				diffs = append(diffs, fmt.Sprintf("%s: cpu quota %s, want %s", st.Name, cur.Quota, want))
 			}
 		}
-		if d, err := r.c.cgroups.Layout().DirsAt(ctr.path); err == nil && !d.Unified {
+		if d, err := r.cgroups.Layout().DirsAt(ctr.path); err == nil && !d.Unified {
 			if want := cgroup.KubeletShares(int64(req.CPU*1000 + 0.5)); cur.Shares != want {
 				diffs = append(diffs, fmt.Sprintf("%s: cpu.shares %d, want %d", st.Name, cur.Shares, want))
 			}
 		}
 	}
-	ref := &podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}
+	ref := &PodRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}
 	if len(diffs) > 0 {
 		r.setState(string(p.UID), stateCgroupDiffer, strings.Join(diffs, "; "), false)
-		r.c.events.emit(ref, pools.Event{Warning: true, Reason: "ResizeCgroupDiffers", Message: "the kubelet reports the resize done, but " + strings.Join(diffs, "; ")})
+		r.host.Emit(ref, Event{Warning: true, Reason: "ResizeCgroupDiffers", Message: "the kubelet reports the resize done, but " + strings.Join(diffs, "; ")})
 		return
 	}
-	r.c.metrics.resizes.WithLabelValues("applied").Inc()
-	r.apply.mu.Lock()
-	if t, ok := r.apply.decided[string(p.UID)]; ok {
-		r.c.metrics.resizeTime.WithLabelValues("applied").Observe(time.Since(t).Seconds())
-		delete(r.apply.decided, string(p.UID))
+	r.m.resizes.WithLabelValues("applied").Inc()
+	if t, ok := r.apply.verified(string(p.UID)); ok {
+		r.m.resizeTime.WithLabelValues("applied").Observe(time.Since(t).Seconds())
 	}
-	delete(r.apply.accepted, string(p.UID))
-	r.apply.mu.Unlock()
 	r.setState(string(p.UID), stateApplied, "the kubelet applied the resize and the cgroups hold it", false)
 }
 
@@ -544,7 +571,7 @@ func (a *applier) reassert() {
 	}
 	a.mu.Unlock()
 	for _, uid := range uids {
-		p := a.c.podByUID(uid)
+		p := a.r.host.PodByUID(uid)
 		if p == nil {
 			a.mu.Lock()
 			delete(a.cgroupValues, uid)
@@ -554,29 +581,26 @@ func (a *applier) reassert() {
 		a.mu.Lock()
 		vals := a.cgroupValues[uid]
 		a.mu.Unlock()
-		plan, err := a.c.podResources(p, vals)
+		plan, err := a.r.podResources(p, vals)
 		if err != nil {
 			continue
 		}
-		written, err := a.c.cgroups.ApplyPodResources(plan)
+		written, err := a.r.cgroups.ApplyPodResources(plan)
 		if err == nil && len(written) > 0 {
-			a.c.metrics.drift.Add(float64(len(written)))
-			a.c.events.emit(&podRef{UID: uid, Namespace: p.Namespace, Name: p.Name}, pools.Event{Warning: true, Reason: local.EventDriftCorrected,
+			a.r.drift.Add(float64(len(written)))
+			a.r.host.Emit(&PodRef{UID: uid, Namespace: p.Namespace, Name: p.Name}, Event{Warning: true, Reason: local.EventDriftCorrected,
 				Message: fmt.Sprintf("%d cgroup file(s) of the pod's right-sized values had been changed; set back", len(written))})
 		}
 	}
 }
 
-// deadline of one patch; the client's own timeouts are longer.
-const patchTimeout = 10 * time.Second
-
 // patchAnnotations merge-patches pod annotations (nil values remove),
 // guarded by the pod's UID.
-func (c *controller) patchAnnotations(ctx context.Context, pod *corev1.Pod, ann map[string]any) error {
+func (r *Runner) patchAnnotations(ctx context.Context, pod *corev1.Pod, ann map[string]any) error {
 	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann, "uid": string(pod.UID)}})
-	ctx, cancel := context.WithTimeout(ctx, patchTimeout)
+	ctx, cancel := context.WithTimeout(ctx, kube.PatchTimeout)
 	defer cancel()
-	err := c.kube.PatchPod(ctx, pod.Namespace, pod.Name, types.MergePatchType, body, fieldManager)
+	err := r.kube.PatchPod(ctx, pod.Namespace, pod.Name, types.MergePatchType, body, kube.FieldManager)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone or replaced: nothing to report on
 	}

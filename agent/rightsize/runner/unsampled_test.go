@@ -1,8 +1,9 @@
 //go:build linux
 
-package agent
+package runner
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -10,8 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/util/workqueue"
 )
 
 // TestSweepRequeuesUnsampledPods: the sweep queues again a managed pod
@@ -19,12 +18,7 @@ import (
 // again), and leaves alone pods that are terminating, not running yet, or
 // not the agent's (an ignored namespace).
 func TestSweepRequeuesUnsampledPods(t *testing.T) {
-	r := unitRightsizer(t)
-	c := r.c
-	c.lister = corelisters.NewPodLister(c.indexer)
-	c.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
-	t.Cleanup(c.queue.ShutDown)
-	c.since = map[string]time.Time{}
+	r, h := unitRightsizer(t)
 	pod := func(ns, name string, running, deleting bool) {
 		st := corev1.ContainerStatus{Name: "app", ContainerID: "containerd://" + name}
 		if running {
@@ -39,7 +33,7 @@ func TestSweepRequeuesUnsampledPods(t *testing.T) {
 		if deleting {
 			p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 		}
-		if err := c.indexer.Add(p); err != nil {
+		if err := h.idx.Add(p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -49,13 +43,10 @@ func TestSweepRequeuesUnsampledPods(t *testing.T) {
 	pod("kube-system", "ignored", true, false)
 
 	r.requeueUnsampled()
-	if n := c.queue.Len(); n != 1 {
-		t.Fatalf("%d keys queued, want 1 (default/unsampled)", n)
+	if got := strings.Join(h.requeued, ","); got != "default/unsampled" {
+		t.Fatalf("queued %q, want default/unsampled", got)
 	}
-	if k, _ := c.queue.Get(); k != "default/unsampled" {
-		t.Fatalf("queued %q, want default/unsampled", k)
-	}
-	if v := testutil.ToFloat64(c.metrics.unsampled); v != 1 {
+	if v := testutil.ToFloat64(r.m.unsampled); v != 1 {
 		t.Fatalf("cgpilot_unsampled_requeues_total %v, want 1", v)
 	}
 }

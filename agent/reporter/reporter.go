@@ -1,42 +1,67 @@
 //go:build linux
 
-package agent
+package reporter
 
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/cgpilot/cgpilot/agent/collector"
 	"github.com/cgpilot/cgpilot/agent/rightsize"
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/api/report"
-	"github.com/cgpilot/cgpilot/api/v1alpha1"
+	"github.com/cgpilot/cgpilot/internal/loop"
 	"github.com/cgpilot/cgpilot/recommend"
 )
 
-// report.go: what the agent tells the cluster aggregator, and what it
-// takes back. Every sampling round feeds a report.Builder (each workload
-// container's samples, the node's usage); each decision describes the
-// pod's containers (requests, policy, the local recommendation, whether
-// they can be adjusted); OOM kills and adjustments are recorded as they
-// happen. When a window of the report grid ends, its report goes to the
-// report.Client, which keeps it (bounded, merging the oldest) until the
-// aggregator accepts it. After each window the agent fetches the merged
-// recommendations of its workload containers and prefers them while they
-// are fresh (rightsize.Container.Merged); with the aggregator away it
-// decides on its own, and nothing waits for the aggregator.
+// The reporter's loops, as the loop label of
+// cgpilot_recovered_panics_total.
+const (
+	LoopReport     = "report"      // the report windows and merged fetches (reporter.go)
+	LoopReportSend = "report-send" // the report client's sender (api/report)
+)
 
-// reporter is the agent's side of the aggregator.
-type reporter struct {
-	c      *controller
+// Pools are the node's CPU pools' sizes, for the report.
+type Pools struct {
+	// All, Reserved, Shared, Exclusive count CPUs; Allocatable are the
+	// CPUs the pools may give pods (all but the reserved).
+	All, Reserved, Shared, Exclusive, Allocatable int
+	ExclusivePods                                 int
+}
+
+// Options are what New needs: the aggregator's address and the agent's
+// view of its node.
+type Options struct {
+	Node           string
+	URL            string // the aggregator's, without a trailing slash
+	CAFile         string
+	TokenFile      string
+	MaxBufferBytes int
+	Period         time.Duration // the report window
+	SampleInterval time.Duration
+	ProcRoot       string
+	Registerer     prometheus.Registerer
+	Log            logr.Logger
+	Guard          *loop.Guard
+	// Spawn runs f in a goroutine the agent waits for before it returns.
+	Spawn func(f func())
+	// Requests are the node's pods' CPU (cores) and memory (bytes)
+	// requests and how many pods are not finished, read once a window.
+	Requests func() (cpu, memory float64, pods int)
+	// Pools are the pools' sizes now.
+	Pools func() Pools
+}
+
+// Reporter is the agent's side of the aggregator.
+type Reporter struct {
+	o      Options
 	client *report.Client
 	period time.Duration
 	proc   procfs.FS
@@ -64,27 +89,30 @@ type mergedIndex struct {
 	byKey     map[string]*report.WorkloadRecommendation
 }
 
-func newReporter(c *controller) (*reporter, error) {
-	ac := c.cfg.Aggregator
-	b, err := report.NewBuilder(report.BuilderConfig{Node: c.cfg.NodeName, Period: ac.ReportPeriod.Duration, SampleInterval: c.cfg.Rightsizing.SampleInterval.Duration})
+// New builds the reporter; an error names the option that is wrong.
+func New(o Options) (*Reporter, error) {
+	b, err := report.NewBuilder(report.BuilderConfig{Node: o.Node, Period: o.Period, SampleInterval: o.SampleInterval})
 	if err != nil {
-		return nil, fmt.Errorf("%w: aggregator: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("aggregator: %w", err)
 	}
-	client, err := report.NewClient(report.ClientConfig{URL: strings.TrimSuffix(ac.URL, "/"), CAFile: ac.CAFile, TokenFile: ac.TokenFile, MaxBufferBytes: ac.MaxBufferBytes})
+	client, err := report.NewClient(report.ClientConfig{URL: o.URL, CAFile: o.CAFile, TokenFile: o.TokenFile, MaxBufferBytes: o.MaxBufferBytes})
 	if err != nil {
-		return nil, fmt.Errorf("%w: aggregator: %w", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("aggregator: %w", err)
 	}
-	fs, err := procfs.NewFS(c.cfg.ProcRoot)
+	fs, err := procfs.NewFS(o.ProcRoot)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, c.cfg.ProcRoot, err)
+		return nil, fmt.Errorf("%s: %w", o.ProcRoot, err)
 	}
-	rp := &reporter{c: c, client: client, b: b, period: ac.ReportPeriod.Duration, proc: fs, sampleInterval: c.cfg.Rightsizing.SampleInterval.Duration}
-	rp.register(c.metrics.reg)
+	rp := &Reporter{o: o, client: client, b: b, period: o.Period, proc: fs, sampleInterval: o.SampleInterval}
+	rp.register(o.Registerer)
 	return rp, nil
 }
 
+// Period is the report window.
+func (rp *Reporter) Period() time.Duration { return rp.period }
+
 // register exports the client's counters, read at each scrape.
-func (rp *reporter) register(reg prometheus.Registerer) {
+func (rp *Reporter) register(reg prometheus.Registerer) {
 	stat := func(f func(report.Stats) int) func() float64 {
 		return func() float64 { return float64(f(rp.client.Stats())) }
 	}
@@ -107,28 +135,19 @@ func (rp *reporter) register(reg prometheus.Registerer) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cgpilot_aggregator_buffered_bytes", Help: "Bytes of the reports waiting for the aggregator."},
 			stat(func(s report.Stats) int { return s.BufferedBytes })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cgpilot_aggregator_merged_fresh", Help: "Merged recommendations fresh enough to be used in decisions."},
-			func() float64 { return float64(rp.view(time.Now()).Fresh) }),
+			func() float64 { return float64(rp.View(time.Now()).Fresh) }),
 	)
-}
-
-// reportKey parses a collector key ("ns/Kind/name/container").
-func reportKey(key string) (report.Key, bool) {
-	parts := strings.SplitN(key, "/", 4)
-	if len(parts) != 4 || parts[0] == "" || parts[1] == "" || parts[2] == "" || parts[3] == "" {
-		return report.Key{}, false
-	}
-	return report.Key{Workload: report.Workload{Namespace: parts[0], Kind: parts[1], Name: parts[2]}, Container: parts[3]}, true
 }
 
 // Round feeds one sampling round (collector.Sink), and the node's usage
 // since the previous round.
-func (rp *reporter) Round(t time.Time, samples []collector.Sample) {
+func (rp *Reporter) Round(t time.Time, samples []collector.Sample) {
 	cores, mem, ok := rp.nodeUsage(t)
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	for i := range samples {
 		s := &samples[i]
-		if k, ok := reportKey(s.Target.Key); ok {
+		if k, ok := report.ParseKey(s.Target.Key); ok {
 			rp.b.Sample(k, s.Target.PodUID, t, s.CPUCores, float64(s.MemoryWorkingSet))
 		}
 	}
@@ -140,21 +159,21 @@ func (rp *reporter) Round(t time.Time, samples []collector.Sample) {
 // nodeUsage reads the node's CPU use since the previous call (cores) and
 // its memory in use (total − available) from procfs: the host's, also in
 // the agent's container.
-func (rp *reporter) nodeUsage(t time.Time) (float64, float64, bool) {
+func (rp *Reporter) nodeUsage(t time.Time) (float64, float64, bool) {
 	st, err := rp.proc.Stat()
 	var mi procfs.Meminfo
 	if err == nil {
 		mi, err = rp.proc.Meminfo()
 	}
 	if err == nil && (mi.MemTotalBytes == nil || mi.MemAvailableBytes == nil) {
-		err = fmt.Errorf("%s/meminfo has no MemTotal or MemAvailable", rp.c.cfg.ProcRoot)
+		err = fmt.Errorf("%s/meminfo has no MemTotal or MemAvailable", rp.o.ProcRoot)
 	}
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	if err != nil {
 		if msg := err.Error(); msg != rp.nodeErr {
 			rp.nodeErr = msg
-			rp.c.log.Error(err, "node usage unreadable: reports carry no node usage until it is")
+			rp.o.Log.Error(err, "node usage unreadable: reports carry no node usage until it is")
 		}
 		return 0, 0, false
 	}
@@ -169,7 +188,7 @@ func (rp *reporter) nodeUsage(t time.Time) (float64, float64, bool) {
 	}
 	cpus := float64(len(st.CPU)) // the online CPUs
 	if cpus == 0 {
-		cpus = float64(rp.c.pools.State().All().Size())
+		cpus = float64(rp.o.Pools().All)
 	}
 	cores := (busy - prevBusy) / (total - prevTotal) * cpus
 	used := float64(*mi.MemTotalBytes - min(*mi.MemAvailableBytes, *mi.MemTotalBytes))
@@ -179,7 +198,7 @@ func (rp *reporter) nodeUsage(t time.Time) (float64, float64, bool) {
 
 // describe records what the agent knows of a pod's containers after a
 // decision.
-func (rp *reporter) describe(in rightsize.Pod, d rightsize.Decision, original map[string]rightsize.Requirements) {
+func (rp *Reporter) Describe(in rightsize.Pod, d rightsize.Decision, original map[string]rightsize.Requirements) {
 	if rp == nil {
 		return
 	}
@@ -191,7 +210,7 @@ func (rp *reporter) describe(in rightsize.Pod, d rightsize.Decision, original ma
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	for _, c := range in.Containers {
-		k, ok := reportKey(c.Key)
+		k, ok := report.ParseKey(c.Key)
 		if !ok {
 			continue
 		}
@@ -244,11 +263,11 @@ func estimate(e recommend.Estimate) report.Estimate {
 }
 
 // forget drops the description of a workload container no pod runs.
-func (rp *reporter) forget(key string) {
+func (rp *Reporter) Forget(key string) {
 	if rp == nil {
 		return
 	}
-	if k, ok := reportKey(key); ok {
+	if k, ok := report.ParseKey(key); ok {
 		rp.mu.Lock()
 		rp.b.Forget(k)
 		rp.mu.Unlock()
@@ -257,16 +276,16 @@ func (rp *reporter) forget(key string) {
 
 // oomKilled records an OOM kill of pod (its name; the namespace is the
 // key's) for the next report.
-func (rp *reporter) oomKilled(key, pod string, at time.Time, usage, limit, request float64) {
+func (rp *Reporter) OOMKilled(key, pod string, at time.Time, usage, limit, request float64) {
 	if rp == nil {
 		return
 	}
-	if k, ok := reportKey(key); ok {
+	if k, ok := report.ParseKey(key); ok {
 		rp.mu.Lock()
 		err := rp.b.OOM(report.OOMKill{Key: k, Pod: pod, Time: at.UTC(), UsageBytes: usage, LimitBytes: limit, RequestBytes: request})
 		rp.mu.Unlock()
 		if err != nil {
-			rp.c.log.Error(err, "an OOM kill left out of the report")
+			rp.o.Log.Error(err, "an OOM kill left out of the report")
 		}
 	}
 }
@@ -274,11 +293,11 @@ func (rp *reporter) oomKilled(key, pod string, at time.Time, usage, limit, reque
 // adjusted records a change to a container's requests (applied, or
 // failed with errText) for the next report: one entry per resource that
 // changed (for an OOM bump that keeps the memory request, its limit).
-func (rp *reporter) adjusted(key, pod string, at time.Time, from, to rightsize.Requirements, reason, errText string) {
+func (rp *Reporter) Adjusted(key, pod string, at time.Time, from, to rightsize.Requirements, reason, errText string) {
 	if rp == nil {
 		return
 	}
-	k, ok := reportKey(key)
+	k, ok := report.ParseKey(key)
 	if !ok {
 		return
 	}
@@ -296,7 +315,7 @@ func (rp *reporter) adjusted(key, pod string, at time.Time, from, to rightsize.R
 			continue
 		}
 		if err := rp.b.Adjusted(report.Adjustment{Key: k, Pod: pod, Time: at.UTC(), Resource: x.res, From: x.from, To: x.to, Reason: reason, Error: errText}); err != nil {
-			rp.c.log.Error(err, "an adjustment left out of the report")
+			rp.o.Log.Error(err, "an adjustment left out of the report")
 		}
 	}
 }
@@ -304,9 +323,9 @@ func (rp *reporter) adjusted(key, pod string, at time.Time, from, to rightsize.R
 // run cuts the ended windows into reports, hands them to the client and
 // fetches the merged recommendations after each, until ctx ends; the
 // client sends in its own goroutine (started here).
-func (rp *reporter) run(ctx context.Context) {
-	rp.c.spawn(func() {
-		rp.c.guard.Run(ctx, loopReportSend, func() bool { rp.client.Run(ctx); return false })
+func (rp *Reporter) Run(ctx context.Context, unadmitted func() map[report.Key]int) {
+	rp.o.Spawn(func() {
+		rp.o.Guard.Run(ctx, LoopReportSend, func() bool { rp.client.Run(ctx); return false })
 	})
 	tick := min(rp.sampleInterval, 5*time.Second)
 	t := time.NewTicker(tick)
@@ -314,7 +333,7 @@ func (rp *reporter) run(ctx context.Context) {
 	// The node's requests and the unadmitted pods (a walk of every pod)
 	// are read once per window, as it ends, not at every tick.
 	next := report.WindowEnd(time.Now(), rp.period)
-	rp.c.guard.Run(ctx, loopReport, func() bool {
+	rp.o.Guard.Run(ctx, LoopReport, func() bool {
 		select {
 		case <-ctx.Done():
 			return false
@@ -325,11 +344,11 @@ func (rp *reporter) run(ctx context.Context) {
 			return true
 		}
 		next = report.WindowEnd(now, rp.period)
-		rp.setNode(ctx)
-		reports := rp.cut(now, rp.c.rs.unadmitted())
+		rp.setNode()
+		reports := rp.cut(now, unadmitted())
 		for _, r := range reports {
 			if err := rp.client.Enqueue(r); err != nil {
-				rp.c.log.Error(err, "a report could not be encoded; its window is lost", "window", r.WindowEnd)
+				rp.o.Log.Error(err, "a report could not be encoded; its window is lost", "window", r.WindowEnd)
 			}
 		}
 		if len(reports) > 0 {
@@ -340,7 +359,7 @@ func (rp *reporter) run(ctx context.Context) {
 }
 
 // cut ends the windows before now.
-func (rp *reporter) cut(now time.Time, unadmitted map[report.Key]int) []*report.Report {
+func (rp *Reporter) cut(now time.Time, unadmitted map[report.Key]int) []*report.Report {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	rp.b.SetUnadmitted(unadmitted)
@@ -349,29 +368,17 @@ func (rp *reporter) cut(now time.Time, unadmitted map[report.Key]int) []*report.
 
 // setNode gives the builder the node's size, the requests of its pods and
 // the pools' state.
-func (rp *reporter) setNode(ctx context.Context) {
-	var cpuReq, memReq float64
-	pods := 0
-	for _, p := range rp.c.listPods() {
-		if p.Status.Phase == "Succeeded" || p.Status.Phase == "Failed" {
-			continue
-		}
-		pods++
-		for _, c := range p.Spec.Containers {
-			req, _ := requirementsOf(c.Resources)
-			cpuReq += req.CPU
-			memReq += req.Memory
-		}
-	}
-	st := rp.c.pools.State()
-	pl := &report.Pools{SharedCPUs: st.SharedPool().Size(), ExclusiveCPUs: st.Exclusive().Size(), ReservedCPUs: st.Reserved().Size(), ExclusivePods: len(st.Assignments())}
+func (rp *Reporter) setNode() {
+	cpuReq, memReq, pods := rp.o.Requests()
+	st := rp.o.Pools()
+	pl := &report.Pools{SharedCPUs: st.Shared, ExclusiveCPUs: st.Exclusive, ReservedCPUs: st.Reserved, ExclusivePods: st.ExclusivePods}
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	u := rp.alloc
 	u.CPURequests, u.MemoryRequests, u.Pods = cpuReq, memReq, pods
 	// Allocatable: what the pools may give pods (all but the reserved
 	// CPUs); memory as the capacity, the kubelet's reservation unknown here.
-	u.CPUAllocatable = float64(st.All().Difference(st.Reserved()).Size())
+	u.CPUAllocatable = float64(st.Allocatable)
 	u.MemoryAllocatable = u.MemoryCapacity
 	rp.b.SetNode(u)
 	rp.b.SetPools(pl)
@@ -379,14 +386,14 @@ func (rp *reporter) setNode(ctx context.Context) {
 
 // fetch asks for the merged recommendations; an error keeps the last
 // answer (each entry is used until its FreshUntil).
-func (rp *reporter) fetch(ctx context.Context) {
+func (rp *Reporter) fetch(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	recs, err := rp.client.Fetch(ctx, rp.c.cfg.NodeName)
+	recs, err := rp.client.Fetch(ctx, rp.o.Node)
 	if err != nil {
 		msg := err.Error()
 		if old := rp.fetchErr.Load(); old == nil || *old != msg {
-			rp.c.log.Info("merged recommendations unavailable: the node's own are used", "err", msg)
+			rp.o.Log.Info("merged recommendations unavailable: the node's own are used", "err", msg)
 		}
 		rp.fetchErr.Store(&msg)
 		return
@@ -399,12 +406,12 @@ func (rp *reporter) fetch(ctx context.Context) {
 	now := time.Now()
 	rp.fetchedAt.Store(&now)
 	if old := rp.fetchErr.Swap(nil); old != nil {
-		rp.c.log.Info("merged recommendations available again", "items", len(recs.Items))
+		rp.o.Log.Info("merged recommendations available again", "items", len(recs.Items))
 	}
 }
 
 // mergedFor is the fresh merged recommendation of a workload container.
-func (rp *reporter) mergedFor(key string, now time.Time) *rightsize.Merged {
+func (rp *Reporter) MergedFor(key string, now time.Time) *rightsize.Merged {
 	if rp == nil {
 		return nil
 	}
@@ -425,10 +432,17 @@ func (rp *reporter) mergedFor(key string, now time.Time) *rightsize.Merged {
 	return m
 }
 
-// view is the local API's view of the reports.
-func (rp *reporter) view(now time.Time) local.AggregatorView {
+// UseMerged stores merged recommendations (by workload container key) as
+// the aggregator's latest answer, generated then: what a fetch stores.
+// The agent's kernel tests use it to stand in for an aggregator.
+func (rp *Reporter) UseMerged(generated time.Time, byKey map[string]*report.WorkloadRecommendation) {
+	rp.merged.Store(&mergedIndex{generated: generated, byKey: byKey})
+}
+
+// View is the local API's view of the reports.
+func (rp *Reporter) View(now time.Time) local.AggregatorView {
 	s := rp.client.Stats()
-	v := local.AggregatorView{URL: rp.c.cfg.Aggregator.URL, PeriodSeconds: int(rp.period / time.Second),
+	v := local.AggregatorView{URL: rp.o.URL, PeriodSeconds: int(rp.period / time.Second),
 		Accepted: s.Accepted, Duplicates: s.Duplicates, Rejected: s.Rejected, Failures: s.Failures, Coalesced: s.Coalesced,
 		DroppedEvents: s.DroppedEvents, Buffered: s.Buffered, BufferedBytes: s.BufferedBytes, LastError: s.LastError}
 	if e := rp.fetchErr.Load(); e != nil {
@@ -441,66 +455,10 @@ func (rp *reporter) view(now time.Time) local.AggregatorView {
 	if idx := rp.merged.Load(); idx != nil {
 		for _, w := range idx.byKey {
 			v.Merged++
-			if now.Before(w.FreshUntil) {
-				v.Fresh++
+			if _, fresh := report.Prefer(w, report.Recommendation{}, now); fresh {
+				v.Fresh++ // as MergedFor counts it: used in decisions
 			}
 		}
 	}
 	return v
-}
-
-// reportAdjusted records a change the applier made, or failed to make
-// (errText), to the pod's containers.
-func (r *rightsizer) reportAdjusted(p *corev1.Pod, ch change, errText string) {
-	if r.rep == nil {
-		return
-	}
-	r.mu.Lock()
-	var wl workloadRef
-	if rp := r.pods[string(p.UID)]; rp != nil {
-		wl = rp.workload
-	}
-	r.mu.Unlock()
-	if wl == "" {
-		return
-	}
-	reason := report.ReasonRecommendation
-	if ch.reason == "OOMBump" {
-		reason = report.ReasonOOM
-	}
-	for _, spec := range p.Spec.Containers {
-		to, ok := ch.containers[spec.Name]
-		if !ok {
-			continue
-		}
-		req, lim := requirementsOf(spec.Resources)
-		r.rep.adjusted(string(wl)+"/"+spec.Name, p.Name, time.Now(), rightsize.Requirements{Requests: req, Limits: lim}, to, reason, errText)
-	}
-}
-
-// unadmitted counts, per workload container, the pods an Auto policy
-// covers that carry no cgpilot.io/admission annotation: the aggregator's
-// webhook did not see them (it fails open).
-func (r *rightsizer) unadmitted() map[report.Key]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := map[report.Key]int{}
-	for uid, rp := range r.pods {
-		if rp.decision.Mode != rightsize.ModeAuto {
-			continue
-		}
-		p := r.c.podByUID(uid)
-		if p == nil {
-			continue
-		}
-		if _, ok := p.Annotations[v1alpha1.AnnotationAdmission]; ok {
-			continue
-		}
-		for name := range rp.containers {
-			if k, ok := reportKey(string(rp.workload) + "/" + name); ok {
-				out[k]++
-			}
-		}
-	}
-	return out
 }

@@ -1,4 +1,4 @@
-package agent
+package runner
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/cgpilot/cgpilot/agent/kube/kubetest"
 	aggkube "github.com/cgpilot/cgpilot/aggregator/kube"
+	"github.com/cgpilot/cgpilot/api/v1alpha1"
 	"github.com/cgpilot/cgpilot/api/v1alpha1/policy"
 )
 
@@ -99,7 +100,7 @@ func bothResolvers(t *testing.T, objs []runtime.Object, nss []runtime.Object) (*
 	t.Helper()
 	cs := fake.NewClientset(nss...)
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{rightsizeGVR: "RightsizePolicyList"}, objs...)
+		map[schema.GroupVersionResource]string{v1alpha1.RightsizePolicies: "RightsizePolicyList"}, objs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	pi, err := newPolicyIndex(kubetest.New(cs, dyn), time.Hour, nil, nil)

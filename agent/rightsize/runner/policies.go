@@ -1,4 +1,4 @@
-package agent
+package runner
 
 import (
 	"context"
@@ -26,8 +26,6 @@ import (
 // its webhook) compiles and matches; this file feeds it from two
 // informers: the policies, and the namespaces' labels.
 
-var rightsizeGVR = v1alpha1.SchemeGroupVersion.WithResource("rightsizepolicies")
-
 // compiledPolicy is one RightsizePolicy ready to match and act on; err is
 // what the agent could not accept of it (reported in its status).
 type compiledPolicy struct {
@@ -53,7 +51,7 @@ type policyIndex struct {
 func newPolicyIndex(kc kube.Interface, resync time.Duration, onChange func(), g *loop.Guard) (*policyIndex, error) {
 	nsInf := cache.NewSharedIndexInformer(kc.Namespaces(), &metav1.PartialObjectMetadata{}, resync, nil)
 	pi := &policyIndex{index: policy.NewIndex(), namespaces: nsInf, onChange: onChange}
-	nsReg, err := nsInf.AddEventHandler(guardHandlers(g, loopPolicyEvents, cache.ResourceEventHandlerFuncs{
+	nsReg, err := nsInf.AddEventHandler(kube.GuardHandlers(g, LoopPolicyEvents, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { pi.changed() },
 		UpdateFunc: func(old, obj any) { pi.nsChanged(old, obj) },
 		DeleteFunc: func(any) { pi.changed() },
@@ -61,7 +59,7 @@ func newPolicyIndex(kc kube.Interface, resync time.Duration, onChange func(), g 
 	if err != nil {
 		return nil, err
 	}
-	policies := kc.Dynamic().Resource(rightsizeGVR)
+	policies := kc.Dynamic().Resource(v1alpha1.RightsizePolicies)
 	pi.informer = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return policies.List(ctx, o)
@@ -70,7 +68,7 @@ func newPolicyIndex(kc kube.Interface, resync time.Duration, onChange func(), g 
 			return policies.Watch(ctx, o)
 		},
 	}, kc.Dynamic()), &unstructured.Unstructured{}, resync, nil)
-	polReg, err := pi.informer.AddEventHandler(guardHandlers(g, loopPolicyEvents, cache.ResourceEventHandlerFuncs{
+	polReg, err := pi.informer.AddEventHandler(kube.GuardHandlers(g, LoopPolicyEvents, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { pi.upsert(obj) },
 		UpdateFunc: func(_, obj any) { pi.upsert(obj) },
 		DeleteFunc: func(obj any) {
@@ -165,7 +163,7 @@ func rightsizeAPIPresent(ctx context.Context, kc kube.Interface) error {
 		return fmt.Errorf("%w: %v", errRightsizeAPIAbsent, err)
 	}
 	for _, r := range list {
-		if r.Name == rightsizeGVR.Resource {
+		if r.Name == v1alpha1.RightsizePolicies.Resource {
 			return nil
 		}
 	}

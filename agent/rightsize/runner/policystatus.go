@@ -1,4 +1,4 @@
-package agent
+package runner
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/cgpilot/cgpilot/agent/kube"
 	"github.com/cgpilot/cgpilot/agent/rightsize"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
 )
@@ -37,13 +38,13 @@ type nodeCounts struct {
 	notAdjustable     map[string]int32
 }
 
-func (r *rightsizer) countsByPolicy() map[string]*nodeCounts {
+func (r *Runner) countsByPolicy() map[string]*nodeCounts {
 	out := map[string]*nodeCounts{}
 	pi := r.policies()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for uid, rp := range r.pods {
-		p := r.c.podByUID(uid)
+		p := r.host.PodByUID(uid)
 		if p == nil {
 			continue
 		}
@@ -80,7 +81,7 @@ func (r *rightsizer) countsByPolicy() map[string]*nodeCounts {
 
 // writePolicyStatus applies this node's entry of every policy whose
 // counts changed (or that is invalid, so its condition says why).
-func (r *rightsizer) writePolicyStatus(ctx context.Context) {
+func (r *Runner) writePolicyStatus(ctx context.Context) {
 	pi := r.policies()
 	if pi == nil {
 		return
@@ -108,15 +109,15 @@ func (r *rightsizer) writePolicyStatus(ctx context.Context) {
 			continue
 		}
 		if err := r.applyPolicyStatus(ctx, dyn, cp, n, valid, msg, now); err != nil {
-			r.c.log.V(1).Info("policy status not written; retried at the next sweep", "policy", name, "err", err.Error())
+			r.log.V(1).Info("policy status not written; retried at the next sweep", "policy", name, "err", err.Error())
 			continue
 		}
 		r.statusWritten[name] = nodeStatusMark{entry: string(mark), at: now}
 	}
 }
 
-func (r *rightsizer) applyPolicyStatus(ctx context.Context, dyn dynamic.Interface, cp *compiledPolicy, n *nodeCounts, valid, msg string, now time.Time) error {
-	node := r.c.cfg.NodeName
+func (r *Runner) applyPolicyStatus(ctx context.Context, dyn dynamic.Interface, cp *compiledPolicy, n *nodeCounts, valid, msg string, now time.Time) error {
+	node := r.cfg.NodeName
 	entry := v1alpha1.NodePolicyStatus{Node: node, MatchedPods: n.matched, AdjustedPods: n.adjusted, ObservedGeneration: cp.obj.Generation,
 		LastUpdateTime: metav1.NewTime(now.UTC().Truncate(time.Second))}
 	if len(n.notAdjustable) > 0 {
@@ -156,10 +157,10 @@ func (r *rightsizer) applyPolicyStatus(ctx context.Context, dyn dynamic.Interfac
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, patchTimeout)
+	ctx, cancel := context.WithTimeout(ctx, kube.PatchTimeout)
 	defer cancel()
 	force := true
-	_, err = dyn.Resource(rightsizeGVR).Patch(ctx, cp.obj.Name, types.ApplyPatchType, body,
+	_, err = dyn.Resource(v1alpha1.RightsizePolicies).Patch(ctx, cp.obj.Name, types.ApplyPatchType, body,
 		metav1.PatchOptions{FieldManager: fmt.Sprintf("cgpilot-agent/%s", node), Force: &force}, "status")
 	return err
 }

@@ -1,4 +1,4 @@
-package agent
+package runner
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -20,39 +19,55 @@ import (
 
 	"github.com/cgpilot/cgpilot/agent/collector"
 	"github.com/cgpilot/cgpilot/agent/history"
+	"github.com/cgpilot/cgpilot/agent/kube"
 	"github.com/cgpilot/cgpilot/agent/oomwatch"
-	"github.com/cgpilot/cgpilot/agent/pools"
+	"github.com/cgpilot/cgpilot/agent/podspec"
+	"github.com/cgpilot/cgpilot/agent/reporter"
 	"github.com/cgpilot/cgpilot/agent/rightsize"
 	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/api/report"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
 	"github.com/cgpilot/cgpilot/api/v1alpha1/policy"
 	"github.com/cgpilot/cgpilot/cgroup"
+	"github.com/cgpilot/cgpilot/internal/loop"
 	"github.com/cgpilot/cgpilot/recommend"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// rightsize.go: right-sizing in place. The path of one pod: reconcile.go
-// calls track (its containers become collector targets and OOM-watched
-// cgroups); every sampling round feeds the histograms (rightsize.Engine)
-// and the history, then decideAll asks rightsize.Decide for the pods whose
-// step is due; a change goes to the apply queue (resize.go: pods/resize,
-// or the cgroups where the cluster lacks it) and the decision to the
-// cgpilot.io/recommendation annotation. An OOM kill (oom.go) raises the
-// container's memory at once, outside the steps.
+// runner.go: right-sizing in place. The path of one pod: the agent's
+// reconcile calls Track (its containers become collector targets and
+// OOM-watched cgroups); every sampling round feeds the histograms
+// (rightsize.Engine) and the history, then decideAll asks rightsize.Decide
+// for the pods whose step is due; a change goes to the apply queue
+// (apply.go: pods/resize, or the cgroups where the cluster lacks it) and
+// the decision to the cgpilot.io/recommendation annotation. An OOM kill
+// (oom.go) raises the container's memory at once, outside the steps.
 
-// rightsizer is the right-sizing part of the controller.
-type rightsizer struct {
-	c      *controller
-	engine *rightsize.Engine
-	coll   *collector.Collector
-	hist   *history.Store
-	oom    *oomwatch.Watcher
-	owners *ownerCache
-	apply  *applier
+// Runner is right-sizing on one node: it tracks the pods the agent hands
+// it, samples them, decides, applies and raises memory after OOM kills.
+type Runner struct {
+	host    Host
+	kube    kube.Interface
+	cgroups *cgroup.Kubepods
+	log     logr.Logger
+	guard   *loop.Guard
+	spawn   func(func())
+	m       *Metrics
+	writes  prometheus.Counter
+	drift   prometheus.Counter
+	cfg     Options // the intervals and names (Options' plain fields)
+	engine  *rightsize.Engine
+	coll    *collector.Collector
+	hist    *history.Store
+	oom     *oomwatch.Watcher
+	owners  *ownerCache
+	apply   *applier
 	// bounds are the namespaces' LimitRanges and the node's allocatable,
 	// for the clamp.
 	bounds *nodeBounds
 	// rep reports to the cluster aggregator; nil when it is off.
-	rep *reporter
+	rep *reporter.Reporter
 	// policiesP holds the policy index once the RightsizePolicy CRD is
 	// served (nil before): read by the workers, set by the sweep.
 	policiesP   atomic.Pointer[policyIndex]
@@ -99,8 +114,8 @@ type pendingRecommendation struct {
 
 // rsPod is one tracked pod.
 type rsPod struct {
-	ref        podRef
-	workload   workloadRef
+	ref        PodRef
+	workload   report.Workload
 	qos        cgroup.QoS
 	containers map[string]rsContainer // by name
 	// next is when the pod's next decision is due; fingerprint is what it
@@ -135,23 +150,30 @@ type rsPod struct {
 	original map[string]rightsize.Requirements
 }
 
+// containerKey is the workload container key of a tracked pod's
+// container: the histograms', the history's and the reports' key.
+func containerKey(rp *rsPod, container string) string {
+	return report.Key{Workload: rp.workload, Container: container}.String()
+}
+
 type rsContainer struct {
 	id, path, memDir string
 }
 
-func newRightsizer(c *controller, e *rightsize.Engine, coll *collector.Collector, hist *history.Store, oom *oomwatch.Watcher) *rightsizer {
-	return &rightsizer{c: c, engine: e, coll: coll, hist: hist, oom: oom, owners: newOwnerCache(c.kube),
+func newRunner(o Options) *Runner {
+	return &Runner{host: o.Host, kube: o.Kube, cgroups: o.Cgroups, log: o.Log, guard: o.Guard, spawn: o.Spawn, m: o.Metrics, writes: o.Writes, drift: o.Drift, cfg: o,
+		engine: o.Engine, hist: o.History, oom: o.OOM, rep: o.Reporter, owners: newOwnerCache(o.Kube),
 		pods: map[string]*rsPod{}, dirs: map[string]ctrRef{}, last: map[string]lastSample{}, pendingRec: map[string]pendingRecommendation{},
 		due: make(chan struct{}, 1), statusWritten: map[string]nodeStatusMark{}, running: map[string]time.Time{}}
 }
 
 // policies is the policy index, nil until the CRD is served.
-func (r *rightsizer) policies() *policyIndex { return r.policiesP.Load() }
+func (r *Runner) policies() *policyIndex { return r.policiesP.Load() }
 
 // Round keeps each container's latest memory use, for the floors
 // (collector.Sink). A round read before a pod was forgotten may end after
 // it: only the current containers of tracked pods are kept.
-func (r *rightsizer) Round(_ time.Time, samples []collector.Sample) {
+func (r *Runner) Round(_ time.Time, samples []collector.Sample) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := range samples {
@@ -164,7 +186,7 @@ func (r *rightsizer) Round(_ time.Time, samples []collector.Sample) {
 }
 
 // policyChanged makes every pod decide again at the next chance.
-func (r *rightsizer) policyChanged() {
+func (r *Runner) policyChanged() {
 	r.mu.Lock()
 	for _, rp := range r.pods {
 		rp.next = time.Time{}
@@ -176,11 +198,11 @@ func (r *rightsizer) policyChanged() {
 	}
 }
 
-// track makes the pod's running containers sampled and OOM-watched, or
+// Track makes the pod's running containers sampled and OOM-watched, or
 // stops that for a pod that is not managed any more.
-func (r *rightsizer) track(ctx context.Context, p *corev1.Pod, info pools.Pod) {
-	if info.Untouched || p.DeletionTimestamp != nil {
-		r.untrack(string(p.UID))
+func (r *Runner) Track(ctx context.Context, p *corev1.Pod, untouched bool, qos cgroup.QoS) {
+	if untouched || p.DeletionTimestamp != nil {
+		r.Untrack(string(p.UID))
 		return
 	}
 	wl := r.owners.workloadOf(ctx, p)
@@ -197,31 +219,31 @@ func (r *rightsizer) track(ctx context.Context, p *corev1.Pod, info pools.Pod) {
 		if !ok {
 			continue
 		}
-		path, err := r.c.cgroups.ContainerPath(string(p.UID), info.QoS, id)
+		path, err := r.cgroups.ContainerPath(string(p.UID), qos, id)
 		if err != nil {
 			continue
 		}
-		dirs, err := r.c.cgroups.Layout().DirsAt(path)
+		dirs, err := r.cgroups.Layout().DirsAt(path)
 		if err != nil {
 			continue
 		}
-		key := string(wl) + "/" + spec.Name
-		targets = append(targets, collector.Target{Key: key, PodUID: string(p.UID), Pod: keyOf(p.Namespace, p.Name), Container: spec.Name, ID: id, Dirs: dirs})
+		key := report.Key{Workload: wl, Container: spec.Name}.String()
+		targets = append(targets, collector.Target{Key: key, PodUID: string(p.UID), Pod: podspec.Key(p.Namespace, p.Name), Container: spec.Name, ID: id, Dirs: dirs})
 		ctrs[spec.Name] = rsContainer{id: id, path: path, memDir: dirs.Memory}
-		req, lim := requirementsOf(spec.Resources)
+		req, lim := podspec.Requirements(spec.Resources)
 		r.engine.SetResources(key, recommend.Resources{CPURequest: req.CPU, CPULimit: lim.CPU, MemoryRequest: req.Memory, MemoryLimit: lim.Memory})
 	}
 	if err := r.coll.Set(string(p.UID), targets); err != nil {
-		r.c.log.V(1).Info("sampling a container failed; retried at its next event", "pod", keyOf(p.Namespace, p.Name), "err", err.Error())
+		r.log.V(1).Info("sampling a container failed; retried at its next event", "pod", podspec.Key(p.Namespace, p.Name), "err", err.Error())
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rp := r.pods[string(p.UID)]
 	if rp == nil {
-		rp = &rsPod{ref: podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}, original: originalOf(p), lastResize: lastAppliedOf(p, time.Now())}
+		rp = &rsPod{ref: PodRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}, original: originalOf(p), lastResize: lastAppliedOf(p, time.Now())}
 		r.pods[string(p.UID)] = rp
 	}
-	rp.workload, rp.qos = wl, info.QoS
+	rp.workload, rp.qos = wl, qos
 	for name, old := range rp.containers {
 		if cur, ok := ctrs[name]; !ok || cur.memDir != old.memDir {
 			r.unwatchLocked(old.memDir)
@@ -247,20 +269,17 @@ func (r *rightsizer) track(ctx context.Context, p *corev1.Pod, info pools.Pod) {
 	}
 }
 
-func (r *rightsizer) unwatchLocked(dir string) {
+func (r *Runner) unwatchLocked(dir string) {
 	if _, ok := r.dirs[dir]; ok && r.oom != nil {
 		r.oom.Unwatch(dir)
 	}
 	delete(r.dirs, dir)
 }
 
-// untrack stops sampling and watching a pod.
-func (r *rightsizer) untrack(uid string) {
+// Untrack stops sampling and watching a pod.
+func (r *Runner) Untrack(uid string) {
 	r.coll.Remove(uid)
-	r.apply.mu.Lock()
-	delete(r.apply.decided, uid)
-	delete(r.apply.accepted, uid)
-	r.apply.mu.Unlock()
+	r.apply.forget(uid)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rp, ok := r.pods[uid]
@@ -276,7 +295,7 @@ func (r *rightsizer) untrack(uid string) {
 
 // fingerprint is what a pod's decision rests on besides usage: the
 // policies that select it (and their generations) and its own annotations.
-func (r *rightsizer) fingerprint(p *corev1.Pod) string {
+func (r *Runner) fingerprint(p *corev1.Pod) string {
 	var b strings.Builder
 	if pi := r.policies(); pi != nil {
 		for _, pol := range pi.match(p) {
@@ -287,29 +306,6 @@ func (r *rightsizer) fingerprint(p *corev1.Pod) string {
 		b.WriteString(p.Annotations[k] + ",")
 	}
 	return b.String()
-}
-
-// requirementsOf reads a container's requests and limits in cores and
-// bytes, saturated like every amount the agent takes from a spec.
-func requirementsOf(r corev1.ResourceRequirements) (req, lim rightsize.Resources) {
-	cpu := func(l corev1.ResourceList) float64 {
-		q, ok := l[corev1.ResourceCPU]
-		if !ok {
-			return 0
-		}
-		return float64(milliOf(q)) / 1000
-	}
-	mem := func(l corev1.ResourceList) float64 {
-		q, ok := l[corev1.ResourceMemory]
-		if !ok || q.Sign() <= 0 {
-			return 0
-		}
-		if q.Cmp(*resource.NewQuantity(1<<50, resource.BinarySI)) > 0 {
-			return 1 << 50 // a petabyte: as good as unlimited, and no overflow
-		}
-		return float64(q.Value())
-	}
-	return rightsize.Resources{CPU: cpu(r.Requests), Memory: mem(r.Requests)}, rightsize.Resources{CPU: cpu(r.Limits), Memory: mem(r.Limits)}
 }
 
 // resizeState reads the kubelet's word on the pod's last resize from its
@@ -332,10 +328,10 @@ func resizeState(p *corev1.Pod) (string, string) {
 
 // decideLoop decides for the pods whose step is due after each sampling
 // round, and at once when a policy changes.
-func (r *rightsizer) decideLoop(ctx context.Context, every time.Duration) {
+func (r *Runner) decideLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	r.c.guard.Run(ctx, loopDecide, func() bool {
+	r.guard.Run(ctx, LoopDecide, func() bool {
 		select {
 		case <-ctx.Done():
 			return false
@@ -348,7 +344,7 @@ func (r *rightsizer) decideLoop(ctx context.Context, every time.Duration) {
 }
 
 // decideAll decides for every tracked pod whose step is due.
-func (r *rightsizer) decideAll(now time.Time) {
+func (r *Runner) decideAll(now time.Time) {
 	r.mu.Lock()
 	uids := make([]string, 0, len(r.pods))
 	for uid, rp := range r.pods {
@@ -359,7 +355,7 @@ func (r *rightsizer) decideAll(now time.Time) {
 	r.mu.Unlock()
 	sort.Strings(uids)
 	for _, uid := range uids {
-		p := r.c.podByUID(uid)
+		p := r.host.PodByUID(uid)
 		if p == nil {
 			continue
 		}
@@ -368,13 +364,13 @@ func (r *rightsizer) decideAll(now time.Time) {
 }
 
 // decide makes one pod's decision and acts on it.
-func (r *rightsizer) decide(p *corev1.Pod, now time.Time) {
+func (r *Runner) decide(p *corev1.Pod, now time.Time) {
 	in, step, ok := r.input(p, now)
 	if !ok {
 		return // forgotten since decideAll listed it
 	}
 	d := rightsize.Decide(r.engine, in, now)
-	r.c.metrics.rsDecisions.WithLabelValues(d.State).Inc()
+	r.m.decisions.WithLabelValues(d.State).Inc()
 	r.mu.Lock()
 	rp := r.pods[string(p.UID)]
 	if rp == nil {
@@ -394,27 +390,27 @@ func (r *rightsizer) decide(p *corev1.Pod, now time.Time) {
 	}
 	original := maps.Clone(rp.original)
 	r.mu.Unlock()
-	r.rep.describe(in, d, original)
-	ref := &podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}
+	r.rep.Describe(in, d, original)
+	ref := &PodRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}
 	switch {
 	case d.Warning && (prev.State != d.State || prev.Why != d.Why):
 		reason := "RightsizePolicyConflict"
 		if d.State == rightsize.StateInvalid {
 			reason = "RightsizeInvalid"
 		}
-		r.c.events.emit(ref, pools.Event{Warning: true, Reason: reason, Message: d.Why})
+		r.host.Emit(ref, Event{Warning: true, Reason: reason, Message: d.Why})
 	case d.State == rightsize.StateDryRun && changedTargets(prev, d):
-		r.c.metrics.recChanges.Inc()
-		r.c.events.emit(ref, pools.Event{Reason: "RecommendationChanged", Message: "dry run: " + summarize(d)})
+		r.m.recChanges.Inc()
+		r.host.Emit(ref, Event{Reason: "RecommendationChanged", Message: "dry run: " + summarize(d)})
 	}
 	if d.Refused != "" && d.Refused != prev.Refused {
-		r.c.events.emit(ref, pools.Event{Warning: true, Reason: local.EventAnnotationRefused, Message: d.Refused})
+		r.host.Emit(ref, Event{Warning: true, Reason: local.EventAnnotationRefused, Message: d.Refused})
 	}
 	if d.Apply && len(d.Clamped) > 0 {
 		msg := policy.Bindings(d.Clamped)
-		r.c.log.Info("a resize was clamped", "pod", keyOf(p.Namespace, p.Name), "policy", d.Policy, "bounds", msg)
-		r.c.metrics.clamped.WithLabelValues("resize").Inc()
-		r.c.events.emit(ref, pools.Event{Reason: local.EventClamped, Message: "the recommendation was clamped: " + msg})
+		r.log.Info("a resize was clamped", "pod", podspec.Key(p.Namespace, p.Name), "policy", d.Policy, "bounds", msg)
+		r.m.clamped.WithLabelValues("resize").Inc()
+		r.host.Emit(ref, Event{Reason: local.EventClamped, Message: "the recommendation was clamped: " + msg})
 	}
 	if d.Apply {
 		want := map[string]rightsize.Requirements{}
@@ -434,14 +430,14 @@ func (r *rightsizer) decide(p *corev1.Pod, now time.Time) {
 // held (its delete reconciled while decideAll works through the pods it
 // listed, or onOOM reads the API's view): the lookup here tolerates its
 // absence, and the pod is simply not decided.
-func (r *rightsizer) input(p *corev1.Pod, now time.Time) (in rightsize.Pod, step time.Duration, ok bool) {
-	in = rightsize.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, QoS: string(qosClass(p)), Annotations: p.Annotations}
+func (r *Runner) input(p *corev1.Pod, now time.Time) (in rightsize.Pod, step time.Duration, ok bool) {
+	in = rightsize.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, QoS: string(podspec.QoS(p)), Annotations: p.Annotations}
 	if pi := r.policies(); pi != nil {
 		in.Policies = pi.match(p)
 	}
 	in.LimitRange, in.Allocatable = r.bounds.of(p.Namespace)
 	in.Resize, in.ResizeMessage = resizeState(p)
-	exclusive := r.c.holdsExclusive(p)
+	exclusive := r.host.HoldsExclusive(p)
 	written := r.apply.values(string(p.UID)) // where the cgroups, not the spec, hold the values
 	if r.beforeLookup != nil {
 		r.beforeLookup(string(p.UID))
@@ -459,7 +455,7 @@ func (r *rightsizer) input(p *corev1.Pod, now time.Time) (in rightsize.Pod, step
 // containersInput is the decision's view of the pod's containers from
 // its tracked state, and when the pod was last resized by a step; false
 // when the pod is not tracked (any more).
-func (r *rightsizer) containersInput(p *corev1.Pod, exclusive bool, written map[string]rightsize.Requirements, now time.Time) ([]rightsize.Container, time.Time, bool) {
+func (r *Runner) containersInput(p *corev1.Pod, exclusive bool, written map[string]rightsize.Requirements, now time.Time) ([]rightsize.Container, time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rp := r.pods[string(p.UID)]
@@ -468,8 +464,8 @@ func (r *rightsizer) containersInput(p *corev1.Pod, exclusive bool, written map[
 	}
 	var out []rightsize.Container
 	for _, spec := range p.Spec.Containers {
-		req, lim := requirementsOf(spec.Resources)
-		c := rightsize.Container{Name: spec.Name, Key: string(rp.workload) + "/" + spec.Name,
+		req, lim := podspec.Requirements(spec.Resources)
+		c := rightsize.Container{Name: spec.Name, Key: containerKey(rp, spec.Name),
 			Spec: rightsize.Requirements{Requests: req, Limits: lim}, ExclusiveCPUs: exclusive}
 		if v, ok := written[spec.Name]; ok {
 			c.Spec = v
@@ -478,7 +474,7 @@ func (r *rightsizer) containersInput(p *corev1.Pod, exclusive bool, written map[
 			s := r.last[ctr.id]
 			c.Usage, c.WorkingSet = s.usage, s.workingSet
 		}
-		c.Merged = r.rep.mergedFor(c.Key, now)
+		c.Merged = r.rep.MergedFor(c.Key, now)
 		c.RefusedMemoryLimit = rp.refused[spec.Name]
 		if f := rp.oomFloor[spec.Name]; f > 0 && now.Before(rp.oomFloorUntil) {
 			// A recent OOM bump: memory stays at least where it was raised.
@@ -488,17 +484,6 @@ func (r *rightsizer) containersInput(p *corev1.Pod, exclusive bool, written map[
 		out = append(out, c)
 	}
 	return out, rp.lastResize, true
-}
-
-// holdsExclusive says whether the pod runs on cores of its own (the pools'
-// or the kubelet's static CPU manager's).
-func (c *controller) holdsExclusive(p *corev1.Pod) bool {
-	if _, ok := c.pools.State().Assignment(string(p.UID)); ok {
-		return true
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.kubelet.holds(string(p.UID), keyOf(p.Namespace, p.Name))
 }
 
 func changedTargets(a, b rightsize.Decision) bool {
@@ -532,7 +517,7 @@ func summarize(d rightsize.Decision) string {
 
 // annotate queues the pod's cgpilot.io/recommendation annotation when it
 // differs from what is on the pod.
-func (r *rightsizer) annotate(p *corev1.Pod) {
+func (r *Runner) annotate(p *corev1.Pod) {
 	r.mu.Lock()
 	rp := r.pods[string(p.UID)]
 	if rp == nil {
@@ -543,7 +528,7 @@ func (r *rightsizer) annotate(p *corev1.Pod) {
 	if rp.decision.State != rightsize.StateOff || rp.decision.Policy != "" {
 		value = recommendationOf(rp).Encode()
 	}
-	key := keyOf(p.Namespace, p.Name)
+	key := podspec.Key(p.Namespace, p.Name)
 	current, has := p.Annotations[v1alpha1.AnnotationRecommendation]
 	if (value == "" && !has) || (value != "" && value == current) {
 		r.mu.Unlock()
@@ -551,7 +536,7 @@ func (r *rightsizer) annotate(p *corev1.Pod) {
 	}
 	r.pendingRec[key] = pendingRecommendation{uid: string(p.UID), value: value}
 	r.mu.Unlock()
-	r.c.statusQ.Add(recKeyPrefix + key)
+	r.host.QueueStatus(RecKeyPrefix + key)
 }
 
 // sourceAggregator is the annotation's source of a merged recommendation.
@@ -570,13 +555,13 @@ func originalOf(p *corev1.Pod) map[string]rightsize.Requirements {
 	}
 	out := make(map[string]rightsize.Requirements, len(p.Spec.Containers))
 	for _, spec := range p.Spec.Containers {
-		req, lim := requirementsOf(spec.Resources)
+		req, lim := podspec.Requirements(spec.Resources)
 		o := rightsize.Requirements{Requests: req, Limits: lim}
 		if c, ok := remembered[spec.Name]; ok && c.CPU != nil && c.Memory != nil {
 			cpu, errC := resource.ParseQuantity(c.CPU.Original)
 			mem, errM := resource.ParseQuantity(c.Memory.Original)
 			if errC == nil && errM == nil && cpu.Sign() >= 0 && mem.Sign() >= 0 {
-				o.Requests = rightsize.Resources{CPU: float64(milliOf(cpu)) / 1000, Memory: float64(mem.Value())}
+				o.Requests = rightsize.Resources{CPU: float64(podspec.MilliOf(cpu)) / 1000, Memory: float64(mem.Value())}
 				o.Limits = rightsize.Resources{} // not remembered
 			}
 		}
@@ -601,8 +586,8 @@ func lastAppliedOf(p *corev1.Pod, now time.Time) time.Time {
 	return now
 }
 
-// recKeyPrefix marks recommendation annotation keys on the status queue.
-const recKeyPrefix = "rec\x00"
+// RecKeyPrefix marks recommendation annotation keys on the status queue.
+const RecKeyPrefix = "rec\x00"
 
 // recommendationOf is the annotation of a tracked pod. r.mu held.
 func recommendationOf(rp *rsPod) local.Recommendation {
@@ -647,7 +632,7 @@ func recommendationOf(rp *rsPod) local.Recommendation {
 
 // setState records what happened to the pod's last change (the applier
 // and the OOM path report through it) and refreshes the annotation.
-func (r *rightsizer) setState(uid, state, reason string, applied bool) {
+func (r *Runner) setState(uid, state, reason string, applied bool) {
 	r.mu.Lock()
 	rp := r.pods[uid]
 	if rp != nil {
@@ -660,14 +645,14 @@ func (r *rightsizer) setState(uid, state, reason string, applied bool) {
 	if rp == nil {
 		return
 	}
-	if p := r.c.podByUID(uid); p != nil {
+	if p := r.host.PodByUID(uid); p != nil {
 		r.annotate(p)
 	}
 }
 
-// writeRecommendation patches one pod's recommendation annotation (the
-// status worker calls it for recKeyPrefix keys).
-func (r *rightsizer) writeRecommendation(ctx context.Context, key string) error {
+// WriteRecommendation patches one pod's recommendation annotation (the
+// status worker calls it for RecKeyPrefix keys).
+func (r *Runner) WriteRecommendation(ctx context.Context, key string) error {
 	r.mu.Lock()
 	pr, ok := r.pendingRec[key]
 	r.mu.Unlock()
@@ -682,7 +667,7 @@ func (r *rightsizer) writeRecommendation(ctx context.Context, key string) error 
 		r.mu.Unlock()
 	}
 	ns, name, _ := strings.Cut(key, "/")
-	pod, err := r.c.lister.Pods(ns).Get(name)
+	pod, err := r.host.Pod(ns, name)
 	if err != nil || string(pod.UID) != pr.uid {
 		drop()
 		return nil
@@ -691,110 +676,63 @@ func (r *rightsizer) writeRecommendation(ctx context.Context, key string) error 
 	if pr.value == "" {
 		v = nil // merge patch: remove
 	}
-	if err := r.c.patchAnnotations(ctx, pod, map[string]any{v1alpha1.AnnotationRecommendation: v}); err != nil {
+	if err := r.patchAnnotations(ctx, pod, map[string]any{v1alpha1.AnnotationRecommendation: v}); err != nil {
 		return err
 	}
 	drop()
 	return nil
 }
 
-// newRightsizer builds the right-sizing part from the config: sampling,
-// the recommenders (from their checkpoints), the history and the OOM
-// watcher. Nothing here talks to the API server.
-func (c *controller) newRightsizer() error {
-	rc := c.cfg.Rightsizing
-	engine, warns, err := rightsize.NewEngine(rightsize.EngineOptions{CheckpointDir: rc.StateDir})
-	if err != nil {
-		return fmt.Errorf("%w: %w (roll the agent forward, or delete the file to start the histograms afresh)", ErrInvalidConfig, err)
-	}
-	for _, w := range warns {
-		c.log.Error(w, "recommender checkpoint unusable: moved aside, its histograms start afresh")
-		c.events.emit(nil, pools.Event{Warning: true, Reason: local.EventCheckpointCorrupt, Message: w.Error() + "; the histograms start afresh"})
-	}
-	hist, err := history.Open(history.Options{Dir: filepath.Join(rc.StateDir, "history"), Retention: rc.HistoryRetention.Duration, MaxBytes: rc.HistoryMaxBytes})
-	if err != nil {
-		return err
-	}
-	var oom *oomwatch.Watcher
-	if rc.OOMWatch != "off" {
-		backend := map[string]oomwatch.Backend{"auto": oomwatch.BackendAuto, "bpf": oomwatch.BackendBPF, "counters": oomwatch.BackendCounters}[rc.OOMWatch]
-		oom, err = oomwatch.New(oomwatch.Config{Backend: backend, Logger: c.log.WithName("oomwatch"), Guard: c.guard})
-		if err != nil {
-			if rc.OOMWatch != "auto" {
-				return fmt.Errorf("%w: rightsizing.oomWatch=%s: %w", ErrInvalidConfig, rc.OOMWatch, err)
-			}
-			c.log.Error(err, "OOM watcher unavailable: OOM kills reach the histograms only through the cgroup counters' next sample, and memory is not raised at once")
-			oom = nil
-		} else {
-			c.log.Info("OOM watcher", "backend", oom.Backend().String(), "reason", oom.Reason())
-		}
-	}
-	r := newRightsizer(c, engine, nil, hist, oom)
-	sinks := []collector.Sink{engine, hist, r}
-	if c.cfg.Aggregator.on() {
-		if r.rep, err = newReporter(c); err != nil {
-			return err
-		}
-		sinks = append(sinks, r.rep)
-	}
-	r.coll = collector.New(collector.Options{Interval: rc.SampleInterval.Duration, Registerer: c.metrics.reg, Sinks: sinks, Guard: c.guard, Loop: loopSample})
-	r.apply = newApplier(c, false)
-	r.apply.r = r
-	r.bounds = newNodeBounds(c.kube, c.cfg.NodeName, c.cfg.ResyncPeriod, c.log.WithName("bounds"))
-	c.rs = r
-	return nil
-}
-
-// start discovers what the API server offers (pods/resize, the
+// Start discovers what the API server offers (pods/resize, the
 // RightsizePolicy CRD) and starts sampling, deciding, applying and the OOM
 // path; they stop with ctx.
-func (r *rightsizer) start(ctx context.Context) {
-	api, err := resizeServed(ctx, r.c.kube)
+func (r *Runner) Start(ctx context.Context) {
+	api, err := resizeServed(ctx, r.kube)
 	switch {
 	case err != nil:
-		r.c.log.Error(err, "discovery failed; assuming pods/resize is served and retrying on failure")
+		r.log.Error(err, "discovery failed; assuming pods/resize is served and retrying on failure")
 		api = true
 	case !api:
-		r.c.log.Info("the API server does not serve pods/resize: changes are written to the cgroups directly, and the scheduler does not see them")
+		r.log.Info("the API server does not serve pods/resize: changes are written to the cgroups directly, and the scheduler does not see them")
 	}
 	r.apply.api = api
-	r.c.spawn(func() { r.bounds.run(ctx) })
+	r.spawn(func() { r.bounds.run(ctx) })
 	r.bounds.refresh(ctx, time.Now())
 	r.watchPolicies(ctx)
-	r.c.spawn(func() { r.coll.Run(ctx) })
-	r.c.spawn(func() { r.decideLoop(ctx, r.c.cfg.Rightsizing.SampleInterval.Duration) })
-	r.c.spawn(func() { r.apply.run(ctx) })
-	r.c.spawn(func() {
+	r.spawn(func() { r.coll.Run(ctx) })
+	r.spawn(func() { r.decideLoop(ctx, r.cfg.SampleInterval) })
+	r.spawn(func() { r.apply.run(ctx) })
+	r.spawn(func() {
 		<-ctx.Done()
 		r.apply.q.ShutDown()
 	})
 	if r.oom != nil {
-		r.c.spawn(func() { r.oomLoop(ctx) })
+		r.spawn(func() { r.oomLoop(ctx) })
 	}
-	r.c.spawn(func() { r.checkpointLoop(ctx, r.c.cfg.Rightsizing.CheckpointInterval.Duration) })
+	r.spawn(func() { r.checkpointLoop(ctx, r.cfg.CheckpointInterval) })
 	if r.rep != nil {
-		r.c.log.Info("reporting to the aggregator", "url", r.c.cfg.Aggregator.URL, "period", r.rep.period.String())
-		r.c.spawn(func() { r.rep.run(ctx) })
+		r.log.Info("reporting to the aggregator", "url", r.cfg.AggregatorURL, "period", r.rep.Period().String())
+		r.spawn(func() { r.rep.Run(ctx, r.unadmitted) })
 	}
 }
 
 // watchPolicies starts the RightsizePolicy and namespace informers once the
 // CRD is served; without it, sampling and history go on and sweep tries
 // again.
-func (r *rightsizer) watchPolicies(ctx context.Context) {
+func (r *Runner) watchPolicies(ctx context.Context) {
 	if r.policies() != nil {
 		return
 	}
-	if err := rightsizeAPIPresent(ctx, r.c.kube); err != nil {
+	if err := rightsizeAPIPresent(ctx, r.kube); err != nil {
 		if !r.warnedNoCRD {
-			r.c.log.Info("right-sizing waits for its API: sampling and history go on", "reason", err.Error())
+			r.log.Info("right-sizing waits for its API: sampling and history go on", "reason", err.Error())
 			r.warnedNoCRD = true
 		}
 		return
 	}
-	pi, err := newPolicyIndex(r.c.kube, r.c.cfg.ResyncPeriod, r.policyChanged, r.c.guard)
+	pi, err := newPolicyIndex(r.kube, r.cfg.ResyncPeriod, r.policyChanged, r.guard)
 	if err != nil {
-		r.c.log.Error(err, "RightsizePolicy informer")
+		r.log.Error(err, "RightsizePolicy informer")
 		return
 	}
 	r.informers.Add(2)
@@ -803,24 +741,24 @@ func (r *rightsizer) watchPolicies(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), pi.hasSynced) {
 		return
 	}
-	r.dyn = r.c.kube.Dynamic()
+	r.dyn = r.kube.Dynamic()
 	r.policiesP.Store(pi)
-	r.c.log.Info("RightsizePolicies watched", "policies", len(pi.all()))
+	r.log.Info("RightsizePolicies watched", "policies", len(pi.all()))
 	r.policyChanged()
 }
 
-// sweep runs with the controller's sweep: the CRD may have appeared, the
+// Sweep runs with the controller's sweep: the CRD may have appeared, the
 // presets in use may have changed, cgroup values written without
 // pods/resize are re-asserted, and policy statuses are written.
-func (r *rightsizer) sweep(ctx context.Context) {
+func (r *Runner) Sweep(ctx context.Context) {
 	r.watchPolicies(ctx)
 	r.bounds.refresh(ctx, time.Now())
 	if pi := r.policies(); pi != nil {
 		if warns, err := r.engine.UsePresets(pi.presets()); err != nil {
-			r.c.log.Error(err, "a preset's recommender")
+			r.log.Error(err, "a preset's recommender")
 		} else {
 			for _, w := range warns {
-				r.c.log.Error(w, "recommender checkpoint unusable: moved aside")
+				r.log.Error(w, "recommender checkpoint unusable: moved aside")
 			}
 		}
 		r.writePolicyStatus(ctx)
@@ -832,22 +770,22 @@ func (r *rightsizer) sweep(ctx context.Context) {
 	r.requeueUnsampled()
 	r.forgetGone(time.Now())
 	if n, err := r.hist.Dropped(); n > 0 && err != nil {
-		r.c.log.V(1).Info("history rows dropped", "rows", n, "reason", err.Error())
+		r.log.V(1).Info("history rows dropped", "rows", n, "reason", err.Error())
 	}
 }
 
 // requeueUnsampled is sampling's safety net: a managed pod with a running
 // container that is not sampled (its cgroup was not readable when its last
 // event was handled, and no event has come since) is queued again.
-func (r *rightsizer) requeueUnsampled() {
-	for _, p := range r.c.listPods() {
-		if p.DeletionTimestamp != nil || r.c.podInfo(p).Untouched {
+func (r *Runner) requeueUnsampled() {
+	for _, p := range r.host.Pods() {
+		if p.DeletionTimestamp != nil || !r.host.Manages(p) {
 			continue
 		}
 		for _, st := range p.Status.ContainerStatuses {
 			if st.ContainerID != "" && st.State.Running != nil && !r.coll.Sampled(st.ContainerID) {
-				r.c.metrics.unsampled.Inc()
-				r.c.enqueue(keyOf(p.Namespace, p.Name), time.Now())
+				r.m.unsampled.Inc()
+				r.host.Requeue(p)
 				break
 			}
 		}
@@ -857,16 +795,16 @@ func (r *rightsizer) requeueUnsampled() {
 // forgetGone drops the histograms of workload containers no tracked pod
 // has run for ForgetAfter (counted from the agent's start for those it
 // found in its checkpoints), and OOM kills past their window.
-func (r *rightsizer) forgetGone(now time.Time) {
+func (r *Runner) forgetGone(now time.Time) {
 	live := map[string]bool{}
 	r.mu.Lock()
 	for _, rp := range r.pods {
 		for name := range rp.containers {
-			live[string(rp.workload)+"/"+name] = true
+			live[containerKey(rp, name)] = true
 		}
 	}
 	r.mu.Unlock()
-	after := r.c.cfg.Rightsizing.ForgetAfter.Duration
+	after := r.cfg.ForgetAfter
 	keys := r.engine.Keys()
 	known := make(map[string]bool, len(keys))
 	for _, key := range keys {
@@ -877,9 +815,9 @@ func (r *rightsizer) forgetGone(now time.Time) {
 			r.running[key] = now
 		case now.Sub(last) > after:
 			r.engine.Forget(key)
-			r.rep.forget(key)
+			r.rep.Forget(key)
 			delete(r.running, key)
-			r.c.log.V(1).Info("histograms forgotten: no pod of this node ran the workload container", "key", key, "for", after.String())
+			r.log.V(1).Info("histograms forgotten: no pod of this node ran the workload container", "key", key, "for", after.String())
 		}
 	}
 	for key := range r.running {
@@ -891,26 +829,28 @@ func (r *rightsizer) forgetGone(now time.Time) {
 }
 
 // checkpointLoop saves the histograms every interval.
-func (r *rightsizer) checkpointLoop(ctx context.Context, every time.Duration) {
+func (r *Runner) checkpointLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	r.c.guard.Run(ctx, loopCheckpoint, func() bool {
+	r.guard.Run(ctx, LoopCheckpoint, func() bool {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
 		}
 		if err := r.engine.Save(time.Now()); err != nil {
-			r.c.log.Error(err, "recommender checkpoint; retried at the next interval")
+			r.log.Error(err, "recommender checkpoint; retried at the next interval")
 		}
 		return true
 	})
 }
 
-// stop saves what must survive a restart.
-func (r *rightsizer) stop() {
+// Stop waits for the policy and namespace informers (they end with the
+// context Start was given) and saves what must survive a restart.
+func (r *Runner) Stop() {
+	r.informers.Wait()
 	if err := r.engine.Save(time.Now()); err != nil {
-		r.c.log.Error(err, "recommender checkpoint at shutdown")
+		r.log.Error(err, "recommender checkpoint at shutdown")
 	}
 	r.hist.Flush()
 	if r.oom != nil {
@@ -918,8 +858,8 @@ func (r *rightsizer) stop() {
 	}
 }
 
-// views are the local API's right-sizing views of every tracked container.
-func (r *rightsizer) views() []local.RecView {
+// Views are the local API's right-sizing views of every tracked container.
+func (r *Runner) Views() []local.RecView {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []local.RecView
@@ -940,7 +880,7 @@ func (r *rightsizer) views() []local.RecView {
 }
 
 // viewsOfLocked are one pod's views. r.mu held.
-func (r *rightsizer) viewsOfLocked(rp *rsPod) []local.RecView {
+func (r *Runner) viewsOfLocked(rp *rsPod) []local.RecView {
 	var out []local.RecView
 	d := rp.decision
 	byName := map[string]rightsize.ContainerDecision{}
@@ -948,10 +888,10 @@ func (r *rightsizer) viewsOfLocked(rp *rsPod) []local.RecView {
 		byName[cd.Name] = cd
 	}
 	specs := map[string]rightsize.Requirements{}
-	if p := r.c.podByUID(rp.ref.UID); p != nil {
+	if p := r.host.PodByUID(rp.ref.UID); p != nil {
 		written := r.apply.values(rp.ref.UID)
 		for _, c := range p.Spec.Containers {
-			req, lim := requirementsOf(c.Resources)
+			req, lim := podspec.Requirements(c.Resources)
 			specs[c.Name] = rightsize.Requirements{Requests: req, Limits: lim}
 			if v, ok := written[c.Name]; ok {
 				specs[c.Name] = v
@@ -964,8 +904,8 @@ func (r *rightsizer) viewsOfLocked(rp *rsPod) []local.RecView {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		key := string(rp.workload) + "/" + name
-		v := local.RecView{Namespace: rp.ref.Namespace, Pod: rp.ref.Name, Container: name, Workload: string(rp.workload),
+		key := containerKey(rp, name)
+		v := local.RecView{Namespace: rp.ref.Namespace, Pod: rp.ref.Name, Container: name, Workload: rp.workload.String(),
 			Policy: d.Policy, Mode: string(d.Mode), State: rp.state, Why: rp.reason, Recommendation: "-"}
 		if v.State == "" {
 			v.State = "Pending"
@@ -988,8 +928,8 @@ func (r *rightsizer) viewsOfLocked(rp *rsPod) []local.RecView {
 	return out
 }
 
-// explain adds a pod's right-sizing to its explain view.
-func (r *rightsizer) explain(uid string, v *local.ExplainView) {
+// Explain adds a pod's right-sizing to its explain view.
+func (r *Runner) Explain(uid string, v *local.ExplainView) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	rp, ok := r.pods[uid]

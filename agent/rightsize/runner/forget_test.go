@@ -1,4 +1,4 @@
-package agent
+package runner
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/cgpilot/cgpilot/agent/collector"
 	"github.com/cgpilot/cgpilot/agent/rightsize"
+	"github.com/cgpilot/cgpilot/api/report"
 )
 
 // TestForgetGone: the histograms of a workload container no pod of the
@@ -21,19 +22,18 @@ func TestForgetGone(t *testing.T) {
 	if _, err := e.UsePresets([]string{"cgpilot-balanced"}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
-	r := &rightsizer{c: &controller{cfg: cfg, log: logr.Discard()}, engine: e, pods: map[string]*rsPod{}, running: map[string]time.Time{}}
+	after := 24 * time.Hour // the agent's default forgetAfter
+	r := &Runner{cfg: Options{ForgetAfter: after}, log: logr.Discard(), engine: e, pods: map[string]*rsPod{}, running: map[string]time.Time{}}
 	t0 := time.Unix(1_800_000_000, 0)
 	keys := []string{"shop/Deployment/web/app", "shop/Pod/once/app", "shop/Deployment/api/app"}
 	for i, k := range keys {
 		e.Round(t0, []collector.Sample{{Target: &collector.Target{Key: k}, CPUCores: 0.1 * float64(i+1), MemoryWorkingSet: 64 << 20}})
 	}
-	r.pods["uid-web"] = &rsPod{workload: "shop/Deployment/web", containers: map[string]rsContainer{"app": {}}}
-	after := cfg.Rightsizing.ForgetAfter.Duration
+	r.pods["uid-web"] = &rsPod{workload: report.Workload{Namespace: "shop", Kind: "Deployment", Name: "web"}, containers: map[string]rsContainer{"app": {}}}
 
 	r.forgetGone(t0) // first sight of every key: all kept
 	r.forgetGone(t0.Add(after / 2))
-	r.pods["uid-api"] = &rsPod{workload: "shop/Deployment/api", containers: map[string]rsContainer{"app": {}}} // back in time
+	r.pods["uid-api"] = &rsPod{workload: report.Workload{Namespace: "shop", Kind: "Deployment", Name: "api"}, containers: map[string]rsContainer{"app": {}}} // back in time
 	r.forgetGone(t0.Add(after + time.Minute))
 	if got, want := e.Keys(), []string{"shop/Deployment/api/app", "shop/Deployment/web/app"}; !equal(got, want) {
 		t.Fatalf("after ForgetAfter: keys %v, want %v", got, want)

@@ -1,4 +1,4 @@
-package agent
+package runner
 
 import (
 	"context"
@@ -20,9 +20,6 @@ import (
 // aggregates them: ReplicaSet → Deployment, Job → CronJob, StatefulSet,
 // DaemonSet, any other controller by its own kind, and a bare pod by its
 // own name.
-
-// workloadRef names a workload: "namespace/Kind/name".
-type workloadRef string
 
 // ownerCache resolves and remembers the owners of ReplicaSets and Jobs
 // (one GET each, the first time a pod of theirs is seen).
@@ -67,7 +64,7 @@ func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
 // from the pod-template-hash naming, else the direct controller (the
 // ReplicaSet or Job), which is stable for the pod's life: samples are
 // never lost.
-func (o *ownerCache) workloadOf(ctx context.Context, p *corev1.Pod) workloadRef {
+func (o *ownerCache) workloadOf(ctx context.Context, p *corev1.Pod) report.Workload {
 	ref := controllerOf(p.OwnerReferences)
 	var owner *report.Owner
 	if ref != nil {
@@ -83,7 +80,7 @@ func (o *ownerCache) workloadOf(ctx context.Context, p *corev1.Pod) workloadRef 
 		}
 		return &report.Owner{Kind: pr.kind, Name: pr.name}, true
 	}
-	return workloadRef(report.WorkloadOf(p.Namespace, p.Name, owner, p.Labels, parent).String())
+	return report.WorkloadOf(p.Namespace, p.Name, owner, p.Labels, parent)
 }
 
 func (o *ownerCache) parent(ctx context.Context, ns string, ref *metav1.OwnerReference) (parentRef, bool) {
