@@ -100,16 +100,21 @@ func TestKernelWatch(t *testing.T) {
 			}
 			next := func(want cgroup.WatchKind, uid string) cgroup.WatchEvent {
 				t.Helper()
-				select {
-				case ev := <-events:
-					if ev.Kind != want || ev.PodUID != uid {
-						t.Fatalf("event %+v, want %s of %s", ev, want, uid)
+				for {
+					select {
+					case ev := <-events:
+						if ev.Kind == cgroup.FileWritten {
+							continue // v1 copies the parent's cpuset into a new cgroup (TestKernelWatchFileWritten)
+						}
+						if ev.Kind != want || ev.PodUID != uid {
+							t.Fatalf("event %+v, want %s of %s", ev, want, uid)
+						}
+						return ev
+					case <-time.After(10 * time.Second):
+						t.Fatalf("no %s event for %s", want, uid)
 					}
-					return ev
-				case <-time.After(10 * time.Second):
-					t.Fatalf("no %s event for %s", want, uid)
+					return cgroup.WatchEvent{}
 				}
-				return cgroup.WatchEvent{}
 			}
 			k.SB.MkdirPod(driver, "BestEffort", "u-new")
 			if ev := next(cgroup.PodCreated, "u-new"); ev.HasContainers {
@@ -128,6 +133,79 @@ func TestKernelWatch(t *testing.T) {
 				}
 			}
 			next(cgroup.ContainerRemoved, "u-late")
+		})
+	}
+}
+
+// TestKernelWatchFileWritten: a write to a pod's or a container's cpuset
+// or CFS quota (every hierarchy the pools write, containers that existed
+// before the watch and ones made after it) is reported with the cgroup, the
+// file and the value it now holds; a write to any other file is not.
+func TestKernelWatchFileWritten(t *testing.T) {
+	for _, driver := range []string{"cgroupfs", "systemd"} {
+		t.Run(driver, func(t *testing.T) {
+			k, kp := openKubepods(t, driver)
+			podRel, _ := k.SB.MkdirPod(driver, "Burstable", "u-files", "old")
+			events := make(chan cgroup.WatchEvent, 64)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if _, err := kp.Watch(ctx, func(ev cgroup.WatchEvent) { events <- ev }, func(err error) { t.Errorf("watch: %v", err) }); err != nil {
+				t.Fatal(err)
+			}
+			written := func(rel, file, value string) {
+				t.Helper()
+				deadline := time.After(10 * time.Second)
+				for {
+					select {
+					case ev := <-events:
+						// The tree's own setup writes too (v1 copies the
+						// parent's cpuset into a new cgroup), and a value is
+						// read when its event is handled.
+						if ev.Kind != cgroup.FileWritten || ev.Cgroup != "/"+rel || ev.File != file || ev.Value != value {
+							continue
+						}
+						if ev.PodUID != "u-files" {
+							t.Fatalf("event %+v, want u-files", ev)
+						}
+						return
+					case <-deadline:
+						t.Fatalf("no FileWritten for %s/%s", rel, file)
+					}
+				}
+			}
+			one := strconv.Itoa(k.CPUs.List()[0])
+			quotaFile, quota := "cpu.cfs_quota_us", "70000"
+			if k.SB.Unified {
+				quotaFile, quota = "cpu.max", "70000 100000"
+			}
+			write := func(key, rel, file, value string) {
+				t.Helper()
+				if err := os.WriteFile(filepath.Join(k.SB.Path(key, rel), file), []byte(value), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			k.SB.Mkdir(podRel + "/new")
+			for _, rel := range []string{podRel + "/new", podRel + "/old", podRel} { // children first: v1 refuses to narrow a parent below them
+				write(k.CPUKey, rel, "cpu.shares", "100") // not reported: the pools do not set shares
+				if k.SB.Unified {
+					write(k.CPUKey, rel, "cpu.weight", "10")
+				}
+				write(k.CPUSetKey, rel, "cpuset.cpus", one)
+				written(rel, "cpuset.cpus", one)
+				write(k.CPUKey, rel, quotaFile, quota)
+				written(rel, quotaFile, quota)
+			}
+			for {
+				select {
+				case ev := <-events:
+					if ev.Kind == cgroup.FileWritten && !cgroup.WatchedFiles[ev.File] {
+						t.Fatalf("write of an unwatched file reported: %+v", ev)
+					}
+					continue
+				case <-time.After(200 * time.Millisecond):
+				}
+				break
+			}
 		})
 	}
 }
