@@ -62,7 +62,7 @@ func New(ctx context.Context, cfg Config, restCfg *rest.Config, log logr.Logger)
 	if restCfg.QPS == 0 {
 		restCfg.QPS, restCfg.Burst = 50, 100
 	}
-	h := newHealth(cfg.SweepInterval.Duration, cfg.WorkerCount)
+	h := newHealth(sweepTick(cfg.SweepInterval.Duration), cfg.WorkerCount)
 	restCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return apiTracker{rt: rt, h: h} })
 	kc, err := kube.New(restCfg)
 	if err != nil {
@@ -139,7 +139,7 @@ func newAgent(ctx context.Context, cfg Config, kc kube.Interface, h *health, mou
 	c.informer, c.broadcaster = inf, bc
 	c.health = h
 	if c.health == nil {
-		c.health = newHealth(cfg.SweepInterval.Duration, cfg.WorkerCount)
+		c.health = newHealth(sweepTick(cfg.SweepInterval.Duration), cfg.WorkerCount)
 	}
 	c.health.synced = inf.HasSynced
 	if err := c.addHandlers(inf); err != nil {
@@ -313,7 +313,7 @@ func (c *controller) run(ctx context.Context) error {
 	}
 	c.spawn(func() { c.runStatusWorker(ctx) })
 	c.enqueueAll()
-	_ = c.guard.Do(loopSweep, func() { c.sweep(ctx) })
+	_ = c.guard.Do(loopSweep, func() { c.sweep(ctx, allSlices) })
 	st := c.pools.State()
 	c.log.Info("agent ready", "node", c.cfg.NodeName, "cpus", st.All().String(), "reserved", st.Reserved().String(), "sharedPool", st.SharedPool().String())
 	c.spawn(func() { c.sweepLoop(ctx) })
@@ -325,17 +325,22 @@ func (c *controller) run(ctx context.Context) error {
 	}
 }
 
-// sweepLoop sweeps every SweepInterval until ctx ends.
+// sweepLoop runs the safety-net sweep until ctx ends: every sweepTick a
+// slice of the node's pods (sweepSlices of them), so that each pod is
+// checked once per SweepInterval and no tick walks them all. The
+// right-sizer's housekeeping rides on the same tick.
 func (c *controller) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.SweepInterval.Duration)
+	t := time.NewTicker(sweepTick(c.cfg.SweepInterval.Duration))
 	defer t.Stop()
+	slice := 0
 	c.guard.Run(ctx, loopSweep, func() bool {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
 		}
-		c.sweep(ctx)
+		c.sweep(ctx, slice)
+		slice = (slice + 1) % sweepSlices(c.cfg.SweepInterval.Duration)
 		if c.rs != nil {
 			c.rs.Sweep(ctx)
 		}

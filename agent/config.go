@@ -49,7 +49,11 @@ type Config struct {
 	// CgroupParent is the kubepods cgroup as a path from each hierarchy's
 	// root (cgroupfs driver: "/kubepods"). Tests point it at their own parent.
 	CgroupParent string `json:"cgroupParent,omitempty"`
-	// SweepInterval is the backstop for missed cgroup creations and drift.
+	// SweepInterval is how long the safety-net sweep takes to check every
+	// pod's cgroups once (changes arrive as events: the pod informer, the
+	// cgroup watch; the sweep covers what an event could not bring). It
+	// checks a slice of the pods every SweepInterval/30, at least 10 s
+	// apart: the default 5m checks a thirtieth of the pods every 10 s.
 	SweepInterval metav1.Duration `json:"sweepInterval,omitempty"`
 	// CPUs overrides the node's online CPUs (tests on a small machine);
 	// empty = read from the cpuset root.
@@ -150,7 +154,7 @@ func DefaultConfig() Config {
 		KubeletCPUManagerState: "/var/lib/kubelet/cpu_manager_state",
 		CgroupRoot:             "/sys/fs/cgroup",
 		CgroupParent:           "/kubepods",
-		SweepInterval:          metav1.Duration{Duration: 10 * time.Second},
+		SweepInterval:          metav1.Duration{Duration: 5 * time.Minute},
 		Rightsizing: RightsizeConfig{
 			SampleInterval:     metav1.Duration{Duration: 10 * time.Second},
 			StateDir:           "/var/lib/cgpilot",

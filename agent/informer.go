@@ -96,9 +96,12 @@ func (c *controller) enqueueAll() {
 
 // onCgroupEvent queues the pod whose cgroups changed: a new pod or
 // container cgroup must be written (a container made after the pod was
-// set up is "late", timed by the late-container histogram), and a removed
+// set up is "late", timed by the late-container histogram), a removed
 // container cgroup may let a deleted pod release its CPUs before the
-// kubelet says its container exited.
+// kubelet says its container exited, and a CPU placement file written by
+// someone else (the runtime after a mkdir, the kubelet, a person) must be
+// set back at once, not at the next sweep. A write that left the value the
+// pools want (most often the pools' own) costs one comparison, no sync.
 func (c *controller) onCgroupEvent(ev cgroup.WatchEvent) {
 	objs, _ := c.indexer.ByIndex(uidIndex, ev.PodUID)
 	if len(objs) != 1 {
@@ -106,6 +109,9 @@ func (c *controller) onCgroupEvent(ev cgroup.WatchEvent) {
 	}
 	p, ok := objs[0].(*corev1.Pod)
 	if !ok {
+		return
+	}
+	if ev.Kind == cgroup.FileWritten && c.pools.Agrees(c.podInfo(p), ev.File, ev.Value) {
 		return
 	}
 	key := keyOf(p.Namespace, p.Name)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"sort"
 	"strings"
@@ -463,12 +464,54 @@ func (c *controller) refreshKubeletState(ctx context.Context) {
 	}
 }
 
-// sweep re-applies every pod's target (missed cgroup creations, drift).
-func (c *controller) sweep(ctx context.Context) {
+// The safety-net sweep. Changes reach the pools as events (the pod
+// informer; the cgroup watch: new and removed cgroups, writes to a pod's
+// cpuset or quota); the sweep is there for what an event cannot bring (an
+// overflowed inotify queue, cgroups beyond the watch limit, a watch that
+// could not start). It checks each pod once per SweepInterval, spread over
+// the interval: one slice of the pods, by UID, every sweepTick.
+const (
+	// minSweepTick is the shortest pause between two slices.
+	minSweepTick = 10 * time.Second
+	// maxSweepSlices bounds the slices of one interval.
+	maxSweepSlices = 30
+	// allSlices sweeps every pod at once (the agent's first sweep).
+	allSlices = -1
+)
+
+// sweepSlices is how many slices one interval is cut into: one a
+// minSweepTick, at most maxSweepSlices, one when the interval is short.
+func sweepSlices(interval time.Duration) int {
+	return int(min(max(interval/minSweepTick, 1), maxSweepSlices))
+}
+
+// sweepTick is the pause between two slices.
+func sweepTick(interval time.Duration) time.Duration {
+	return interval / time.Duration(sweepSlices(interval))
+}
+
+// sweepSlice is the slice of pod uid among n.
+func sweepSlice(uid string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(uid))
+	return int(h.Sum32() % uint32(n))
+}
+
+// sweep re-applies the targets of the pods of one slice (allSlices: every
+// pod), each listed afresh: missed cgroup creations, drift.
+func (c *controller) sweep(ctx context.Context, slice int) {
 	defer c.health.swept()
 	c.probeAPI(ctx)
 	c.refreshKubeletState(ctx)
-	res := c.pools.Sweep(c.allPods())
+	n := sweepSlices(c.cfg.SweepInterval.Duration)
+	var some []pools.Pod
+	for _, p := range c.listPods() {
+		if slice == allSlices || n == 1 || sweepSlice(string(p.UID), n) == slice {
+			some = append(some, c.podInfo(p))
+		}
+	}
+	sort.Slice(some, func(i, j int) bool { return some[i].Key < some[j].Key })
+	res := c.pools.Sweep(some)
 	c.metrics.observe(c.pools.State(), res, time.Time{}, false)
 	c.emitDrift(res)
 	for uid := range res.Failed {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -229,7 +230,7 @@ func (m *Manager) Sync(p Pod, all func() []Pod) Result {
 	if res.SharedChanged && all != nil {
 		pods = all()
 	}
-	res.Written = m.apply(pods, p.UID, &res)
+	res.Written = m.apply(pods, p.UID, false, &res)
 	if res.SharedChanged && len(res.Failed) == 0 {
 		m.sharedApplied = &after
 	}
@@ -382,29 +383,70 @@ func (m *Manager) Forget(uid string, all func() []Pod) Result {
 	res.Events = append(res.Events, Event{Reason: local.EventReleased, Message: fmt.Sprintf("pod deleted: released exclusive cpus %s", a.CPUs)})
 	after := m.state.SharedPool()
 	res.SharedChanged, res.SharedPool = true, after
-	res.Written = m.apply(all(), "", &res)
+	res.Written = m.apply(all(), "", false, &res)
 	if len(res.Failed) == 0 {
 		m.sharedApplied = &after
 	}
 	return res
 }
 
-// Sweep re-applies every pod's target: the backstop for missed cgroup
-// creations and for drift (a rewrite while the target is unchanged).
-func (m *Manager) Sweep(all []Pod) Result {
+// sweepChunk bounds how many pods Sweep handles per hold of the lock: a
+// reconcile waits behind at most this many pods' reads, not a node's.
+const sweepChunk = 16
+
+// Sweep re-applies the targets of pods, each listed afresh: the safety net
+// for cgroup events the watch missed (an overflowed inotify queue, a watch
+// refused for the limit) and for drift it could not see. The caller
+// spreads the node's pods over time; Sweep takes the lock per chunk of
+// sweepChunk pods, so its cost per pod is one listing and the reads of
+// that pod's files, and reconciles go on between chunks.
+func (m *Manager) Sweep(pods []Pod) Result {
+	var res Result
+	for i := 0; i < len(pods); i += sweepChunk {
+		m.mu.Lock()
+		res.SharedPool = m.state.SharedPool()
+		res.Written += m.apply(pods[i:min(i+sweepChunk, len(pods))], "", true, &res)
+		m.mu.Unlock()
+	}
+	if len(pods) == 0 {
+		res.SharedPool = m.State().SharedPool()
+	}
+	return res
+}
+
+// Agrees says whether value, just read from file (one of
+// cgroup.WatchedFiles) of one of p's cgroups, is what the pools want
+// there. The cgroup watch asks it on every write it sees, the pools' own
+// included: only false (someone else changed the pod's CPU placement)
+// is worth a sync of p.
+func (m *Manager) Agrees(p Pod, file, value string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var res Result
-	res.SharedPool = m.state.SharedPool()
-	m.cg.ForgetChildren("") // the backstop lists afresh: inotify may have missed something
-	res.Written = m.apply(all, "", &res)
-	return res
+	if p.Untouched || m.finished[p.UID] {
+		return true // not ours to keep
+	}
+	want, excl := m.target(p)
+	switch file {
+	case "cpuset.cpus":
+		got, err := cpuset.Parse(value)
+		return err == nil && got.Equals(want)
+	case "cpu.cfs_quota_us", "cpu.max":
+		unlimited := value == "-1" || value == "max" || strings.HasPrefix(value, "max ")
+		switch {
+		case excl:
+			return unlimited
+		case m.unlimited[p.UID]:
+			return false // the kubelet's quota is still to be put back
+		}
+		return true // a shared pod's quota is the kubelet's
+	}
+	return true
 }
 
 // apply writes the targets of pods (untouched ones skipped): first the QoS
 // parents are widened to cover every target, then each pod and its
 // containers in leveled order. One pod's failure does not stop the others.
-func (m *Manager) apply(pods []Pod, trigger string, res *Result) int {
+func (m *Manager) apply(pods []Pod, trigger string, fresh bool, res *Result) int {
 	var plans []cgroup.PodCPUs
 	running := map[string]map[string]bool{} // pod UID -> cgroups of running containers
 	union := cpuset.New()
@@ -418,10 +460,11 @@ func (m *Manager) apply(pods []Pod, trigger string, res *Result) int {
 			res.fail(p.UID, fmt.Errorf("%w: pod %s: %w", ErrCgroupWrite, p.Key, err))
 			continue
 		}
-		// The pod being synced is listed afresh; the others of a pool-wide
-		// refresh come from the watcher's cache (see Kubepods.KnownChildren).
+		// The pod being synced (and every pod a sweep checks) is listed
+		// afresh; the others of a pool-wide refresh come from the watcher's
+		// cache (see Kubepods.KnownChildren).
 		list := m.cg.KnownChildren
-		if p.UID == trigger {
+		if fresh || p.UID == trigger {
 			list = m.cg.Children
 		}
 		children, _ := list(pp) // missing pod cgroup: not created yet

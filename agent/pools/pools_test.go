@@ -463,3 +463,76 @@ func TestPoolsReleaseWhenDeletedPodExited(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolsAgrees: the watch's question on each write it sees. Values the
+// pools wrote (or want) agree; anything else on a managed pod does not; an
+// untouched pod's files are never the pools' business.
+func TestPoolsAgrees(t *testing.T) {
+	f := newPoolsFixture(t)
+	s1 := f.add("s1", cgroup.QoSBurstable, nil, 1)
+	f.m.Sync(s1, f.all)
+	db := f.add("db", cgroup.QoSGuaranteed, map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "2"}, 0)
+	f.m.Sync(db, f.all)
+	sys := f.add("sys", cgroup.QoSBurstable, nil, 1)
+	sys.Untouched = true
+	for _, tc := range []struct {
+		pod         Pod
+		file, value string
+		want        bool
+	}{
+		{db, "cpuset.cpus", "1-2", true},
+		{db, "cpuset.cpus", "1,2", true},
+		{db, "cpuset.cpus", "0-7", false},
+		{db, "cpuset.cpus", "garbage", false},
+		{db, "cpu.cfs_quota_us", "-1", true},
+		{db, "cpu.cfs_quota_us", "200000", false},
+		{db, "cpu.max", "max 100000", true},
+		{db, "cpu.max", "200000 100000", false},
+		{s1, "cpuset.cpus", "3-7", true},
+		{s1, "cpuset.cpus", "1-7", false},
+		{s1, "cpu.cfs_quota_us", "50000", true}, // the kubelet's
+		{sys, "cpuset.cpus", "0", true},
+		{sys, "cpu.max", "1000 100000", true},
+	} {
+		if got := f.m.Agrees(tc.pod, tc.file, tc.value); got != tc.want {
+			t.Errorf("%s %s = %q: agrees %v, want %v", tc.pod.UID, tc.file, tc.value, got, tc.want)
+		}
+	}
+	// Back on the shared pool with the kubelet's quota not yet put back
+	// (its write failed): an unlimited one does not agree until it is.
+	db.Req = local.PodRequest{}
+	f.m.Sync(db, f.all)
+	f.m.mu.Lock()
+	f.m.unlimited["db"] = true
+	f.m.mu.Unlock()
+	if f.m.Agrees(db, "cpu.cfs_quota_us", "-1") {
+		t.Error("an exclusive pod's lifted quota agrees after it left the exclusive pool")
+	}
+}
+
+// TestPoolsSweepCoversEveryPodInChunks: a sweep over more pods than one
+// chunk sets every one back (drift counted per pod) and writes nothing
+// where nothing changed.
+func TestPoolsSweepCoversEveryPodInChunks(t *testing.T) {
+	f := newPoolsFixture(t)
+	n := 3*sweepChunk + 5
+	for i := range n {
+		f.m.Sync(f.add(fmt.Sprintf("s%02d", i), cgroup.QoSBurstable, nil, 1), f.all)
+	}
+	if res := f.m.Sweep(f.all()); res.Written != 0 || res.Drift != 0 {
+		t.Fatalf("quiet sweep: %+v", res)
+	}
+	f.advance(f.m.settleAfter)
+	for _, i := range []int{0, sweepChunk, n - 1} {
+		f.cg.cpus[fmt.Sprintf("/kubepods/burstable/pods%02d/ctr-b", i)] = cpuset.New(0)
+	}
+	res := f.m.Sweep(f.all())
+	if res.Drift != 3 || len(res.DriftUIDs) != 3 || res.DriftUIDs[fmt.Sprintf("s%02d", n-1)] != 1 {
+		t.Fatalf("drift in three chunks: %+v", res)
+	}
+	for i := range n {
+		if got := f.cpusOf(fmt.Sprintf("s%02d", i)); got != "1-7" {
+			t.Fatalf("s%02d on %s after the sweep", i, got)
+		}
+	}
+}

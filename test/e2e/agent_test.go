@@ -494,6 +494,44 @@ func TestE2ELateContainerByInotify(t *testing.T) {
 	})
 }
 
+// TestE2EDriftByInotify: with the sweep an hour away, a shared pod's
+// cpuset widened by someone else (cpuset hierarchy) and an exclusive
+// container's CFS quota put back (v1 cpu hierarchy) are both set back from
+// the cgroup watch alone, each with a DriftCorrected Event.
+func TestE2EDriftByInotify(t *testing.T) {
+	b := newBed(t)
+	b.cfg.SweepInterval = metav1.Duration{Duration: time.Hour}
+	b.startAgent(t)
+	all := mustSet(t, b.cfg.CPUs)
+	_, sRel, _ := b.createPod(t, "web", "Burstable", nil, "app")
+	_, dbRel, _ := b.createPod(t, "db", "Guaranteed", map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, "postgres")
+	var excl, shared string
+	eventually(t, "allocated", func() (bool, string) {
+		_, ann := b.status(t, "db")
+		excl = ann[local.AnnotationAllocatedCPUs]
+		if excl == "" {
+			return false, "not yet"
+		}
+		shared = all.Difference(mustSet(t, excl)).String()
+		return b.k.CPUSet(dbRel+"/postgres") == excl && b.k.CPUSet(sRel+"/app") == shared, excl
+	})
+	quota := filepath.Join(b.k.SB.Path(b.k.CPUKey, dbRel+"/postgres"), "cpu.cfs_quota_us")
+	readQuota := func() string { v, _ := os.ReadFile(quota); return strings.TrimSpace(string(v)) }
+	eventually(t, "exclusive container unthrottled", func() (bool, string) { return readQuota() == "-1", readQuota() })
+	time.Sleep(pools.DefaultSettleAfter) // past the runtime's own first writes
+	if err := os.WriteFile(filepath.Join(b.k.SB.Path("cpuset", sRel), "cpuset.cpus"), []byte(all.String()), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(quota, []byte("50000"), 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both set back, with Events", func() (bool, string) {
+		got := b.k.CPUSet(sRel)
+		return got == shared && readQuota() == "-1" && hasEvent(b.podEvents(t, "web"), "DriftCorrected") && hasEvent(b.podEvents(t, "db"), "DriftCorrected"),
+			fmt.Sprintf("web %s, db quota %s", got, readQuota())
+	})
+}
+
 // TestE2EReleaseWhenDeletedPodExits: with no kubelet to confirm it, a
 // deleted pod stays in the API with a deletionTimestamp; the agent gives
 // its exclusive core back once its container has exited, told either by
