@@ -31,7 +31,7 @@ STATICCHECK := $(CACHE_DIR)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
 present = $(strip $(foreach p,$(1),$(if $(shell find $(patsubst %/...,%,$(p)) -name '*.go' -print -quit 2>/dev/null),$(p))))
 
-.PHONY: help build test test-unit test-kernel test-v2 test-e2e bench lint fuzz generate deps demo demo-down
+.PHONY: help build test test-unit test-kernel test-v2 test-e2e bench bench-all lint fuzz generate deps demo demo-down
 
 help:
 	@echo "build       build cgpilot-agent and cgpilotctl into bin/"
@@ -40,7 +40,8 @@ help:
 	@echo "test-kernel real cgroup writes on this host (root)"
 	@echo "test-v2     tests in a cgroup v2 qemu VM (PKG=./pkg/... to choose; default: $(V2_PKGS))"
 	@echo "test-e2e    real etcd + kube-apiserver (+ kubelet/containerd as root): $(E2E_PKGS)"
-	@echo "bench       go test -bench over all packages"
+	@echo "bench       the control paths beside their floors, and the footprint: a table and $(BENCH_OUT) (PATHS=...)"
+	@echo "bench-all   go test -bench over all packages"
 	@echo "fuzz        each FuzzXxx target for FUZZTIME=$(FUZZTIME)"
 	@echo "generate    regenerate the API deepcopy, CRDs, chart copies and eBPF objects; fail if the committed ones differ"
 	@echo "lint        gofmt, go vet, staticcheck $(STATICCHECK_VERSION), hack/check-imports.sh (and its -selftest), helm lint"
@@ -108,7 +109,18 @@ test-e2e:
 	CGPILOT_K8S_BINS=$$bins CGPILOT_DESCHEDULER=$$desched CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=$$node CGPILOT_TEST_KERNEL=$$kernel \
 	  $(GO) test $(RACE) -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) $$pkgs
 
+# The control paths beside their floors and the agent's footprint, in one
+# run (root: kernel, e2e and node tiers; about 15 minutes, more while
+# another node test holds the host's node): PATHS=annotation,refresh to
+# choose, BENCH_OUT for the JSON. Not part of make test.
+PATHS ?= annotation,refresh,resize,footprint
+BENCH_OUT ?= bench.json
 bench:
+	$(GO) run ./hack/benchpaths -paths $(PATHS) -out $(BENCH_OUT)
+
+# Every go test benchmark of every package (the tiers' env vars unset:
+# those that need root or a cluster skip).
+bench-all:
 	$(GO) test -run '^$$' -bench . $(BENCHFLAGS) ./...
 
 # Fuzz targets are found with `go test -list`, so a new FuzzXxx needs no edit here.

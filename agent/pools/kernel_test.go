@@ -306,8 +306,12 @@ func BenchmarkSharedPoolRefresh200(b *testing.B) {
 	b.ReportMetric(percentile(refresh, 0.5), "refresh-p50-ms")
 	b.ReportMetric(percentile(refresh, 0.99), "refresh-p99-ms")
 	b.ReportMetric(percentile(bare, 0.5), "bare400-p50-ms")
+	b.ReportMetric(percentile(bare, 0.99), "bare400-p99-ms")
 	if w := percentile(bare, 0.5); w > 0 {
 		b.ReportMetric(percentile(refresh, 0.5)/w, "refresh/bare")
+	}
+	if w := percentile(bare, 0.99); w > 0 {
+		b.ReportMetric(percentile(refresh, 0.99)/w, "refresh/bare-p99")
 	}
 }
 
