@@ -1,14 +1,18 @@
 package agent
 
 import (
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgpilot/cgpilot/agent/kube"
+	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/api/v1alpha1"
 	"github.com/cgpilot/cgpilot/cgroup"
 )
 
@@ -51,6 +55,9 @@ func (c *controller) addHandlers(inf cache.SharedIndexInformer) error {
 			if o != nil && n != nil && o.ResourceVersion == n.ResourceVersion {
 				return // periodic resync: the sweep covers it
 			}
+			if o != nil && n != nil && onlyOwnAnnotations(o, n) {
+				return // the echo of the agent's own patch: nothing to reconcile
+			}
 			c.enqueuePod(obj)
 		},
 		DeleteFunc: func(obj any) {
@@ -64,6 +71,27 @@ func (c *controller) addHandlers(inf cache.SharedIndexInformer) error {
 		},
 	}))
 	return err
+}
+
+// ownAnnotations are the annotations only the agent writes, as outputs
+// (the pools' status, the right-sizer's recommendation): nothing the
+// agent decides reads them back from an update.
+var ownAnnotations = []string{local.AnnotationStatus, local.AnnotationAllocatedCPUs, v1alpha1.AnnotationRecommendation}
+
+// onlyOwnAnnotations says whether n differs from o in nothing but
+// ownAnnotations (and the resource version): the update the API server
+// sends back for each of the agent's own patches. Under churn those were
+// one reconcile more per status and per recommendation written.
+func onlyOwnAnnotations(o, n *corev1.Pod) bool {
+	om, nm := o.ObjectMeta, n.ObjectMeta // copies: only their maps are shared, and those are replaced
+	om.ResourceVersion, nm.ResourceVersion = "", ""
+	om.ManagedFields, nm.ManagedFields = nil, nil
+	om.Annotations, nm.Annotations = maps.Clone(o.Annotations), maps.Clone(n.Annotations)
+	for _, k := range ownAnnotations {
+		delete(om.Annotations, k)
+		delete(nm.Annotations, k)
+	}
+	return apiequality.Semantic.DeepEqual(om, nm) && apiequality.Semantic.DeepEqual(o.Spec, n.Spec) && apiequality.Semantic.DeepEqual(o.Status, n.Status)
 }
 
 func (c *controller) enqueuePod(obj any) {
