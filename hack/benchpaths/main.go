@@ -144,23 +144,7 @@ func run(p path, env []string) result {
 	cmd.Stderr = os.Stderr
 	err := cmd.Run()
 	r.Seconds = time.Since(t0).Round(time.Second).Seconds()
-	found := false
-	sc := bufio.NewScanner(&buf)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 || !strings.HasPrefix(f[0], p.Benchmark) {
-			continue
-		}
-		if _, err := strconv.Atoi(f[1]); err != nil {
-			continue // a log line that names the benchmark
-		}
-		found = true
-		for i := 2; i+1 < len(f); i += 2 {
-			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
-				r.Metrics[f[i+1]] = v
-			}
-		}
-	}
+	found := parseBench(buf.Bytes(), p.Benchmark, r.Metrics)
 	switch {
 	case err != nil:
 		r.Error = fmt.Sprintf("go test: %v", err)
@@ -219,4 +203,38 @@ func kernel() string {
 		return "?"
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// parseBench reads the metrics of benchmark name from go test's output
+// into m and reports whether it found its result line. The result may
+// follow the benchmark's name on a later line: the benchmarked code's own
+// logging can land between the two.
+func parseBench(out []byte, name string, m map[string]float64) bool {
+	named := false
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) > 0 && strings.HasPrefix(f[0], name) {
+			named = true
+		}
+		if !named {
+			continue
+		}
+		for j := 1; j+1 < len(f); j++ {
+			if f[j+1] != "ns/op" {
+				continue
+			}
+			if _, err := strconv.Atoi(f[j-1]); err != nil {
+				continue
+			}
+			for i := j; i+1 < len(f); i += 2 {
+				if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+					m[f[i+1]] = v
+				}
+			}
+			return true
+		}
+	}
+	return false
 }
