@@ -36,7 +36,9 @@ import (
 // (issue 12): the collector ≤ 0.5 % of one core, the whole agent ≤ 64 MiB
 // RSS. A third run adds reports every 10 s to an aggregator replica in this
 // process (standalone, static token): what reporting costs the agent.
-// CGPILOT_FOOTPRINT_PROFILE=DIR saves heap and goroutine profiles.
+// CGPILOT_FOOTPRINT_PROFILE=DIR saves heap and goroutine profiles;
+// CGPILOT_FOOTPRINT_SWEEP sets the agents' sweepInterval (default: the
+// agent's own).
 func BenchmarkAgentFootprint(b *testing.B) {
 	n := envInt(b, "CGPILOT_FOOTPRINT_PODS", 1000)
 	window := 60 * time.Second
@@ -79,6 +81,9 @@ func BenchmarkAgentFootprint(b *testing.B) {
 			bd.cfg.CPUs, bd.k.KubepodsName, filepath.Join(dir, "cpu_pools.checkpoint"), rightsizing, dir)
 		if reports {
 			yaml += fmt.Sprintf("aggregator: {url: %q, caFile: %s, tokenFile: %s, reportPeriod: 10s}\n", agg.URL(), certs.CAFile, tokFile)
+		}
+		if v := os.Getenv("CGPILOT_FOOTPRINT_SWEEP"); v != "" {
+			yaml += fmt.Sprintf("sweepInterval: %s\n", v) // e.g. 10s, the default before the sweep became a safety net
 		}
 		if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {
 			b.Fatal(err)
