@@ -24,7 +24,9 @@
 //     ParsePodDir reads a pod UID from a directory name, KubeletQuota is
 //     the kubelet's CFS quota for a CPU limit.
 //   - Watch (watch.go): inotify on the kubepods tree: pods and containers
-//     appearing, containers going away.
+//     appearing, containers going away, and writes to a pod's or
+//     container's cpuset or CFS quota (FileWritten, with the value read
+//     back), on every hierarchy the pools write.
 //
 // file.go is the only file that opens cgroup files; it goes through
 // opencontainers/cgroups (openat2 confined to /sys/fs/cgroup, fstatfs check

@@ -12,6 +12,9 @@
 //     the same);
 //   - pools.go: Manager.Sync, Forget and Sweep turn decisions into leveled
 //     writes through the Cgroups interface (cgroup.Kubepods in production);
+//     Agrees tells the cgroup watch whether a write it saw left the value
+//     the pools want (else the pod is synced: drift is set back at once,
+//     and Sweep is only the slow safety net);
 //   - restore.go: the state after a start, trusting only what the agent
 //     wrote and can check.
 //
