@@ -186,9 +186,10 @@ func TestKernelWatchFileWritten(t *testing.T) {
 			}
 			k.SB.Mkdir(podRel + "/new")
 			for _, rel := range []string{podRel + "/new", podRel + "/old", podRel} { // children first: v1 refuses to narrow a parent below them
-				write(k.CPUKey, rel, "cpu.shares", "100") // not reported: the pools do not set shares
-				if k.SB.Unified {
+				if k.SB.Unified { // not reported: the pools do not set shares
 					write(k.CPUKey, rel, "cpu.weight", "10")
+				} else {
+					write(k.CPUKey, rel, "cpu.shares", "100")
 				}
 				write(k.CPUSetKey, rel, "cpuset.cpus", one)
 				written(rel, "cpuset.cpus", one)
