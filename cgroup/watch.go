@@ -261,10 +261,32 @@ func (k *Kubepods) dispatch(t *watchTree, ev fsnotify.Event, handle func(WatchEv
 		if q.cpuset {
 			handle(WatchEvent{Kind: PodCreated, PodUID: podUID, HasContainers: has, At: at})
 		}
+		t.written(ev.Name, handle)
 	case inPod:
 		t.add(ev.Name)
 		if pq.cpuset {
 			handle(WatchEvent{Kind: ContainerCreated, PodUID: parentUID, At: at})
+		}
+		t.written(ev.Name, handle)
+	}
+}
+
+// written reports the watched files of a cgroup that appeared while the
+// watch ran, as they are once its own watch is in place: the runtime
+// writes them right after the mkdir, possibly before that watch existed,
+// and such a write has no event of its own. The caller's comparison
+// (pools.Agrees in the agent) drops the values it wants.
+func (t *watchTree) written(dir string, handle func(WatchEvent)) {
+	_, uid, rel, ok := t.place(dir)
+	if !ok {
+		return
+	}
+	at := time.Now()
+	for _, f := range []string{cpusFile, "cpu.cfs_quota_us", "cpu.max"} {
+		// An empty cpuset is a new cgroup's own (v1), or inherits (v2):
+		// no one wrote it yet, and a write from now on has its event.
+		if v, err := readFile(dir, f); err == nil && v != "" {
+			handle(WatchEvent{Kind: FileWritten, PodUID: uid, Cgroup: rel, File: f, Value: v, At: at})
 		}
 	}
 }
