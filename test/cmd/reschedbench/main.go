@@ -58,9 +58,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -156,7 +154,7 @@ func main() {
 	flag.IntVar(&o.nodes, "nodes", 500, "simulated nodes (10 to 2000)")
 	flag.IntVar(&o.workloads, "workloads", 150, "Deployments")
 	flag.IntVar(&o.replicas, "replicas", 10, "pods per Deployment")
-	flag.Float64Var(&o.hotShare, "hot-share", 0.2, "share of the nodes every pod is first placed on")
+	flag.Float64Var(&o.hotShare, "hot-share", 0.15, "share of the nodes every pod is first placed on")
 	flag.Float64Var(&o.idle, "idle", 0.6, "pods' use now as a share of their 7-day peak")
 	flag.Float64Var(&o.peakMean, "peak-mean", 0.5, "mean 7-day peak per pod (cores; log-normal, sigma 0.6, at most 3)")
 	flag.Float64Var(&o.watermark, "watermark", 0.8, "the placement rule's watermark (CPU and memory)")
@@ -277,6 +275,13 @@ func run(ctx context.Context, o options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	// With static tokens (the simulated agents') the aggregator takes its
+	// users from the same file: the bench's reader of the cluster views
+	// and /metrics. The descheduler's token is still reviewed by the API
+	// server (TokenReview and SubjectAccessReview).
+	if err := appendLine(tokens, readerToken+",@reschedbench,*"); err != nil {
+		return nil, err
+	}
 	securePort, err := freePort()
 	if err != nil {
 		return nil, err
@@ -320,11 +325,7 @@ func run(ctx context.Context, o options) (*Summary, error) {
 		return nil, fmt.Errorf("the component's policy has no %q to raise:\n%s", evictTotal, policy)
 	}
 	policy = []byte(strings.Replace(string(policy), evictTotal, "maxNoOfPodsToEvictTotal: "+strconv.Itoa(o.perCycle), 1))
-	reader, err := readerToken(ctx, cs)
-	if err != nil {
-		return nil, err
-	}
-	api := &aggAPI{base: aggHTTP, token: reader}
+	api := &aggAPI{base: aggHTTP, token: readerToken}
 
 	// The aggregator, as a child process, as the component runs it but
 	// with a short report grid and passes.
@@ -333,7 +334,7 @@ func run(ctx context.Context, o options) (*Summary, error) {
 		"--secure-addr="+aggSecure, "--http-addr=127.0.0.1:"+strconv.Itoa(httpPort), "--tls-cert-file="+certs.CertFile,
 		"--tls-private-key-file="+certs.KeyFile, "--insecure-static-tokens="+tokens, "--report-period="+o.period.String(),
 		"--webhook-client-ca-file="+callers.CAFile, "--extender-client-ca-file="+callers.CAFile,
-		"--descheduler-token-audiences="+audience, "--user-audiences="+audience,
+		"--descheduler-token-audiences="+audience,
 		"--placement-watermark-cpu="+wm, "--placement-watermark-memory="+wm, "--hot-watermark="+strconv.FormatFloat(o.hotWatermark, 'f', -1, 64),
 		"--profile-interval="+o.period.String(), "--reschedule=true", "--reschedule-queue-interval="+(3*o.period).String(),
 		"--reschedule-check-interval="+o.period.String(), fmt.Sprintf("--reschedule-max-per-node=%d", o.perNode),
@@ -439,6 +440,7 @@ func run(ctx context.Context, o options) (*Summary, error) {
 	})
 	truth := func() nodeState { return measure(sim, nodes, peaks, o) }
 
+	tries := 0
 	// Before: once the aggregator has every node's load (two load passes
 	// after a window reported by all).
 	if err := waitFor(ctx, 5*time.Minute, func() bool {
@@ -446,7 +448,11 @@ func run(ctx context.Context, o options) (*Summary, error) {
 			Nodes int `json:"nodes"`
 			Stale int `json:"staleNodes"`
 		}
-		return api.get("/api/v1/summary", &s) == nil && s.Nodes >= o.nodes && s.Stale == 0
+		err := api.get("/api/v1/summary", &s)
+		if tries++; tries%15 == 0 {
+			logf("the aggregator knows %d nodes (%d stale) %v", s.Nodes, s.Stale, err)
+		}
+		return err == nil && s.Nodes >= o.nodes && s.Stale == 0
 	}); err != nil {
 		return nil, fmt.Errorf("the nodes' reports: %w", err)
 	}
@@ -611,6 +617,20 @@ type status struct {
 // cluster views and /metrics.
 type aggAPI struct{ base, token string }
 
+const readerToken = "reschedbench-reader"
+
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 func (a *aggAPI) do(path string) (*http.Response, error) {
 	req, err := http.NewRequest(http.MethodGet, a.base+path, nil)
 	if err != nil {
@@ -651,26 +671,6 @@ func (a *aggAPI) text(path string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	return string(b)
-}
-
-// readerToken makes a service account allowed everything (the bench's
-// own reader of the aggregator's views and metrics) and returns a token.
-func readerToken(ctx context.Context, cs kubernetes.Interface) (string, error) {
-	const ns, name = "cgpilot-system", "reschedbench-reader"
-	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		return "", err
-	}
-	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
-		return "", err
-	}
-	exp := int64(7200)
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
-	if err != nil {
-		return "", err
-	}
-	return tr.Status.Token, nil
 }
 
 func waitFor(ctx context.Context, timeout time.Duration, ok func() bool) error {
