@@ -114,8 +114,10 @@ type Summary struct {
 	Asked, Moved, Failed, Unresolved, Refused, Pending int
 	RefusedBy, FailedBy                                map[string]int
 	QueuedAtEnd                                        int
-	// ConvergeSeconds: from the descheduler's start to the last move or
-	// change of the breaking/hot nodes; Converged: quiet since.
+	// ConvergeSeconds: from the descheduler's start to the last admitted
+	// move, finished move or change of the breaking/hot nodes; Converged:
+	// nothing pending and quiet since, for a queue pass and two cycles
+	// (nodes a cap holds stay queued: QueuedAtEnd, RefusedBy).
 	ConvergeSeconds float64
 	Converged       bool
 	// Cost. Aggregator*: CPU seconds and cores while rescheduling, cores
@@ -162,7 +164,7 @@ func main() {
 	flag.DurationVar(&o.period, "period", 10*time.Second, "report period")
 	flag.DurationVar(&o.interval, "interval", 10*time.Second, "descheduling interval")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up converging after this long (at most 40m)")
-	flag.IntVar(&o.perNode, "max-per-node", 10, "cap: moves from one node per hour")
+	flag.IntVar(&o.perNode, "max-per-node", 20, "cap: moves from one node per hour")
 	flag.IntVar(&o.perWorkload, "max-per-workload", 50, "cap: moves of one workload per hour")
 	flag.IntVar(&o.perHour, "max-per-hour", 5000, "cap: moves per hour")
 	flag.IntVar(&o.perCycle, "max-per-cycle", 100, "the descheduler's maxNoOfPodsToEvictTotal per cycle")
@@ -515,11 +517,12 @@ func run(ctx context.Context, o options) (*Summary, error) {
 		timeline = append(timeline, pt)
 		logf("%4.0fs: %d nodes break the rule, %d hot; %d queued; %d moved, %d pending, %d failed, %d refused %v", pt.Seconds, pt.Breaking, pt.Hot,
 			pt.Queued, r.Moved, r.Pending, r.Failed, r.Denied, r.Denials)
-		if pt.Breaking != prev.Breaking || pt.Hot != prev.Hot || pt.Moved != prev.Moved || pt.Pending != prev.Pending || r.Asked != st.asked {
+		// A cap's refusals go on while a node stays queued: not a change.
+		if pt.Breaking != prev.Breaking || pt.Hot != prev.Hot || pt.Moved != prev.Moved || pt.Pending != prev.Pending || r.Asked-r.Denied != st.admitted {
 			lastChange = time.Now()
 		}
-		prev, st.asked = pt, r.Asked
-		if pt.Queued == 0 && pt.Pending == 0 && time.Since(lastChange) >= quiet {
+		prev, st.admitted = pt, r.Asked-r.Denied
+		if pt.Pending == 0 && time.Since(lastChange) >= quiet {
 			converged = true
 			break
 		}
@@ -610,7 +613,8 @@ func measure(sim *simcluster.Cluster, nodes []string, peaks map[string]float64, 
 type status struct {
 	Queue   []reschedule.Entry `json:"queue"`
 	Last24h reschedule.Report  `json:"last24h"`
-	asked   int
+	// admitted is Asked less Denied at the last look.
+	admitted int
 }
 
 // aggAPI reads the aggregator's HTTP port with a token allowed its

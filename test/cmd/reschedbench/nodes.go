@@ -117,14 +117,14 @@ func (l *leases) renew(ctx context.Context, node string) error {
 		}
 		delete(l.held, node) // someone else wrote it: start again from the server's
 	}
-	cur, err := api.Get(ctx, node, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		secs := int32(l.period / time.Second * 3)
-		cur, err = api.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: corev1.NamespaceNodeLease},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &node, LeaseDurationSeconds: &secs, RenewTime: &now}}, metav1.CreateOptions{})
-	} else if err == nil {
-		cur.Spec.RenewTime = &now
-		cur, err = api.Update(ctx, cur, metav1.UpdateOptions{})
+	secs := int32(l.period / time.Second * 3)
+	cur, err := api.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: node, Namespace: corev1.NamespaceNodeLease},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &node, LeaseDurationSeconds: &secs, RenewTime: &now}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		if cur, err = api.Get(ctx, node, metav1.GetOptions{}); err == nil {
+			cur.Spec.RenewTime = &now
+			cur, err = api.Update(ctx, cur, metav1.UpdateOptions{})
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("lease of %s: %w", node, err)
