@@ -286,8 +286,12 @@ func (r *Rescheduler) QueuePass(now time.Time) {
 	for _, l := range loads {
 		seen[l.Node] = true
 		old := r.queue[l.Node]
-		if old != nil && old.Reason == ReasonEmergency && l.Fresh(now, stale) {
-			continue // its reports decide (Observe)
+		// An open emergency: its reports decide (Observe). One whose
+		// excess has all been admitted is judged again like any node:
+		// moves may leave it between the hot and the emergency
+		// watermarks, where Observe neither queues nor drops it.
+		if old != nil && old.Reason == ReasonEmergency && old.open() && l.Fresh(now, stale) {
+			continue
 		}
 		if !inHours || !l.Fresh(now, stale) {
 			delete(r.queue, l.Node)

@@ -370,6 +370,35 @@ func TestEmergency(t *testing.T) {
 	}
 }
 
+// TestEmergencyServedStillHot: once an emergency's excess has all been
+// admitted, a node left between the hot and the emergency watermarks is
+// queued again by the queue pass (as hot), not held by its closed
+// emergency (the 500-node bench left such nodes hot and unqueued).
+func TestEmergencyServedStillHot(t *testing.T) {
+	b := newBed(t, Config{PerNode: 10, PerWorkload: 10, PerHour: 10})
+	b.c.nodes = []string{"busy"}
+	b.send("busy", t0, 4, 0.9, 3.8) // 95 %: 0.6 core to move
+	if q := b.r.Queue(); len(q) != 1 || q[0].Reason != ReasonEmergency {
+		t.Fatalf("queue %+v: want busy, emergency", q)
+	}
+	b.now = t0.Add(10 * time.Second)
+	if resp := b.evict(b.pod("web-1", "busy", "ReplicaSet", "rs"), desched); !resp.Allowed {
+		t.Fatalf("eviction refused: %+v", resp.Result)
+	}
+	if q := b.r.Queue(); len(q) != 0 {
+		t.Fatalf("queue %+v: the admitted move (0.9 core) covers the emergency", q)
+	}
+	// The next window shows the move and the node still above the hot
+	// watermark (3 × 0.9 + 0.7 = 3.4 > 3.2), under the emergency one.
+	b.send("busy", t0.Add(2*report.DefaultPeriod), 3, 0.9, 3.4)
+	b.now = t0.Add(2 * report.DefaultPeriod)
+	b.r.QueuePass(b.now)
+	q := b.r.Queue()
+	if len(q) != 1 || q[0].Reason != ReasonHot || math.Abs(q[0].CPU-0.2) > 1e-6 {
+		t.Fatalf("queue %+v: want busy queued hot with 0.2 core to move", q)
+	}
+}
+
 // TestQueryWithThePrometheusClient asks the endpoint with client_golang's
 // API client, as the descheduler does, and checks what it gets: a vector
 // of one sample per node with label instance in [0, 1].
