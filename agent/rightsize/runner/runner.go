@@ -779,13 +779,17 @@ func (r *Runner) Sweep(ctx context.Context) {
 // event was handled, and no event has come since) is queued again.
 func (r *Runner) requeueUnsampled() {
 	for _, p := range r.host.Pods() {
-		if p.DeletionTimestamp != nil || !r.host.Manages(p) {
+		if p.DeletionTimestamp != nil {
 			continue
 		}
 		for _, st := range p.Status.ContainerStatuses {
 			if st.ContainerID != "" && st.State.Running != nil && !r.coll.Sampled(st.ContainerID) {
-				r.m.unsampled.Inc()
-				r.host.Requeue(p)
+				// Whether the agent manages the pod is asked only of
+				// the few pods with an unsampled container.
+				if r.host.Manages(p) {
+					r.m.unsampled.Inc()
+					r.host.Requeue(p)
+				}
 				break
 			}
 		}
