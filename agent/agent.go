@@ -107,7 +107,8 @@ func newAgent(ctx context.Context, cfg Config, kc kube.Interface, h *health, mou
 	m := newMetrics()
 	qm := newQueueMetrics(m.reg)
 	bc := record.NewBroadcaster(record.WithContext(ctx))
-	bc.StartRecordingToSink(kc.Events())
+	sink := newGatedSink(kc.Events)
+	bc.StartRecordingToSink(sink)
 	rec := bc.NewRecorder(kube.Scheme, corev1.EventSource{Component: "cgpilot-agent", Host: cfg.NodeName})
 	inf, err := newPodInformer(kc, cfg.NodeName, cfg.ResyncPeriod)
 	if err != nil {
@@ -136,7 +137,7 @@ func newAgent(ctx context.Context, cfg Config, kc kube.Interface, h *health, mou
 			return nil, err
 		}
 	}
-	c.informer, c.broadcaster = inf, bc
+	c.informer, c.broadcaster, c.sink = inf, bc, sink
 	c.health = h
 	if c.health == nil {
 		c.health = newHealth(sweepTick(cfg.SweepInterval.Duration), cfg.WorkerCount)
@@ -251,6 +252,9 @@ func (c *controller) run(ctx context.Context) error {
 		}
 		if c.broadcaster != nil {
 			c.broadcaster.Shutdown()
+		}
+		if c.sink != nil {
+			c.sink.close()
 		}
 		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
 		for _, s := range servers {

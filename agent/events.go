@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -78,4 +80,70 @@ func (l *eventLog) Recent(namespace, pod string) []local.EventRecord {
 		out = append(out, r)
 	}
 	return out
+}
+
+// gatedSink is the recorder's way to the API server. client-go's
+// broadcaster does not wait for a write in flight when it shuts down, so
+// the agent does: close refuses new writes, cancels the one in flight
+// and waits for it, and no goroutine of the agent outlives Run.
+type gatedSink struct {
+	sink   record.EventSink
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// errSinkClosed is what a write after close gets (the broadcaster logs it
+// and drops the Event).
+var errSinkClosed = errors.New("the agent is stopping: Event not written")
+
+// newGatedSink returns a sink whose writes use a context of its own.
+func newGatedSink(events func(context.Context) record.EventSink) *gatedSink {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &gatedSink{sink: events(ctx), cancel: cancel}
+}
+
+func (g *gatedSink) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Add(1)
+	return true
+}
+
+func (g *gatedSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	if !g.enter() {
+		return nil, errSinkClosed
+	}
+	defer g.wg.Done()
+	return g.sink.Create(e)
+}
+
+func (g *gatedSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	if !g.enter() {
+		return nil, errSinkClosed
+	}
+	defer g.wg.Done()
+	return g.sink.Update(e)
+}
+
+func (g *gatedSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	if !g.enter() {
+		return nil, errSinkClosed
+	}
+	defer g.wg.Done()
+	return g.sink.Patch(e, data)
+}
+
+// close ends the writes: none starts after it, the one in flight is
+// cancelled and waited for.
+func (g *gatedSink) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.cancel()
+	g.wg.Wait()
 }

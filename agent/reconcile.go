@@ -53,6 +53,7 @@ type controller struct {
 	guard    *loop.Guard // every long-lived loop's recover-and-count (loops.go)
 
 	broadcaster record.EventBroadcaster // shut down when Run returns
+	sink        *gatedSink              // closed after it: no Event write outlives Run
 	wg          sync.WaitGroup          // every goroutine Run starts (spawn)
 
 	topologySource string // where the allocator's topology came from
@@ -212,7 +213,7 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 	if c.rs != nil {
 		// Sampling and the OOM watch first: they must not wait for the
 		// pools' cgroup writes.
-		c.rs.Track(ctx, pod, info.Untouched, info.QoS)
+		c.rs.Track(pod, info.Untouched, info.QoS)
 	}
 	res := c.pools.Sync(info, c.allPods)
 	c.mu.Lock()

@@ -30,8 +30,9 @@ type Interface interface {
 	PatchPod(ctx context.Context, namespace, name string, pt types.PatchType, data []byte, fieldManager string, subresource ...string) error
 	// PatchNode patches a Node.
 	PatchNode(ctx context.Context, name string, pt types.PatchType, data []byte, fieldManager string) error
-	// Events is where recorded Events go.
-	Events() record.EventSink
+	// Events is where recorded Events go; every write is made with ctx,
+	// so that cancelling it ends a write the API server has not answered.
+	Events(ctx context.Context) record.EventSink
 	// OwnerReferences are the owners of a namespaced object, read as
 	// metadata only.
 	OwnerReferences(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) ([]metav1.OwnerReference, error)
@@ -122,7 +123,7 @@ func (c *Client) PatchNode(ctx context.Context, name string, pt types.PatchType,
 		VersionedParams(&metav1.PatchOptions{FieldManager: fieldManager}, parameterCodec).Body(data).Do(ctx).Error()
 }
 
-func (c *Client) Events() record.EventSink { return eventSink{c.core} }
+func (c *Client) Events(ctx context.Context) record.EventSink { return eventSink{ctx, c.core} }
 
 func (c *Client) OwnerReferences(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) ([]metav1.OwnerReference, error) {
 	m, err := c.meta.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
@@ -189,22 +190,25 @@ func (c *Client) LimitRanges() cache.ListerWatcher {
 
 // eventSink writes Events as the kubelet and controllers do (create,
 // update, strategic-merge patch of a repeated one).
-type eventSink struct{ core *rest.RESTClient }
+type eventSink struct {
+	ctx  context.Context
+	core *rest.RESTClient
+}
 
 func (s eventSink) Create(e *corev1.Event) (*corev1.Event, error) {
 	out := &corev1.Event{}
-	err := s.core.Post().Namespace(e.Namespace).Resource("events").Body(e).Do(context.TODO()).Into(out)
+	err := s.core.Post().Namespace(e.Namespace).Resource("events").Body(e).Do(s.ctx).Into(out)
 	return out, err
 }
 
 func (s eventSink) Update(e *corev1.Event) (*corev1.Event, error) {
 	out := &corev1.Event{}
-	err := s.core.Put().Namespace(e.Namespace).Resource("events").Name(e.Name).Body(e).Do(context.TODO()).Into(out)
+	err := s.core.Put().Namespace(e.Namespace).Resource("events").Name(e.Name).Body(e).Do(s.ctx).Into(out)
 	return out, err
 }
 
 func (s eventSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
 	out := &corev1.Event{}
-	err := s.core.Patch(types.StrategicMergePatchType).Namespace(e.Namespace).Resource("events").Name(e.Name).Body(data).Do(context.TODO()).Into(out)
+	err := s.core.Patch(types.StrategicMergePatchType).Namespace(e.Namespace).Resource("events").Name(e.Name).Body(data).Do(s.ctx).Into(out)
 	return out, err
 }

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
@@ -65,8 +64,26 @@ func (a *adapter) PatchNode(ctx context.Context, name string, pt types.PatchType
 	return err
 }
 
-func (a *adapter) Events() record.EventSink {
-	return &typedcorev1.EventSinkImpl{Interface: a.cs.CoreV1().Events("")}
+func (a *adapter) Events(ctx context.Context) record.EventSink {
+	return eventSink{ctx, a.cs}
+}
+
+// eventSink writes Events with a context, as kube.Client's does.
+type eventSink struct {
+	ctx context.Context
+	cs  kubernetes.Interface
+}
+
+func (s eventSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	return s.cs.CoreV1().Events(e.Namespace).Create(s.ctx, e, metav1.CreateOptions{})
+}
+
+func (s eventSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	return s.cs.CoreV1().Events(e.Namespace).Update(s.ctx, e, metav1.UpdateOptions{})
+}
+
+func (s eventSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	return s.cs.CoreV1().Events(e.Namespace).Patch(s.ctx, e.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
 }
 
 func (a *adapter) OwnerReferences(ctx context.Context, gvr schema.GroupVersionResource, ns, name string) ([]metav1.OwnerReference, error) {

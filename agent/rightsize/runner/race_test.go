@@ -3,7 +3,6 @@
 package runner
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -112,7 +111,7 @@ func (r *Runner) addPod(t *testing.T, name string) *corev1.Pod {
 	if err := r.host.(*fakeHost).idx.Add(p); err != nil {
 		t.Fatal(err)
 	}
-	r.Track(context.Background(), p, false, podspec.QoS(p))
+	r.Track(p, false, podspec.QoS(p))
 	return p
 }
 

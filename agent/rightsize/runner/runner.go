@@ -161,10 +161,16 @@ type rsContainer struct {
 }
 
 func newRunner(o Options) *Runner {
-	return &Runner{host: o.Host, kube: o.Kube, cgroups: o.Cgroups, log: o.Log, guard: o.Guard, spawn: o.Spawn, m: o.Metrics, writes: o.Writes, drift: o.Drift, cfg: o,
-		engine: o.Engine, hist: o.History, oom: o.OOM, rep: o.Reporter, owners: newOwnerCache(o.Kube),
+	r := &Runner{host: o.Host, kube: o.Kube, cgroups: o.Cgroups, log: o.Log, guard: o.Guard, spawn: o.Spawn, m: o.Metrics, writes: o.Writes, drift: o.Drift, cfg: o,
+		engine: o.Engine, hist: o.History, oom: o.OOM, rep: o.Reporter,
 		pods: map[string]*rsPod{}, dirs: map[string]ctrRef{}, last: map[string]lastSample{}, pendingRec: map[string]pendingRecommendation{},
 		due: make(chan struct{}, 1), statusWritten: map[string]nodeStatusMark{}, running: map[string]time.Time{}}
+	r.owners = newOwnerCache(o.Kube, func(namespace, name string) {
+		if p, err := r.host.Pod(namespace, name); err == nil && p != nil {
+			r.host.Requeue(p)
+		}
+	})
+	return r
 }
 
 // policies is the policy index, nil until the CRD is served.
@@ -200,12 +206,12 @@ func (r *Runner) policyChanged() {
 
 // Track makes the pod's running containers sampled and OOM-watched, or
 // stops that for a pod that is not managed any more.
-func (r *Runner) Track(ctx context.Context, p *corev1.Pod, untouched bool, qos cgroup.QoS) {
+func (r *Runner) Track(p *corev1.Pod, untouched bool, qos cgroup.QoS) {
 	if untouched || p.DeletionTimestamp != nil {
 		r.Untrack(string(p.UID))
 		return
 	}
-	wl := r.owners.workloadOf(ctx, p)
+	wl := r.owners.workloadOf(p)
 	ids := map[string]string{} // container name -> runtime ID of a running container
 	for _, st := range p.Status.ContainerStatuses {
 		if st.ContainerID != "" && st.State.Running != nil {
@@ -702,9 +708,13 @@ func (r *Runner) Start(ctx context.Context) {
 	r.spawn(func() { r.coll.Run(ctx) })
 	r.spawn(func() { r.decideLoop(ctx, r.cfg.SampleInterval) })
 	r.spawn(func() { r.apply.run(ctx) })
+	for range ownerWorkers {
+		r.spawn(func() { r.owners.run(ctx, r.guard) })
+	}
 	r.spawn(func() {
 		<-ctx.Done()
 		r.apply.q.ShutDown()
+		r.owners.stop()
 	})
 	if r.oom != nil {
 		r.spawn(func() { r.oomLoop(ctx) })

@@ -3,7 +3,6 @@
 package runner
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -69,7 +68,7 @@ func TestLastSamplesOnlyOfTrackedContainers(t *testing.T) {
 	r.pods[uid].containers = map[string]rsContainer{"app": {id: "c1"}}
 	r.mu.Unlock()
 	r.Round(time.Now(), round)
-	r.Track(context.Background(), p, false, podspec.QoS(p)) // its container no longer runs
+	r.Track(p, false, podspec.QoS(p)) // its container no longer runs
 	if n := lastSamples(); n != 0 {
 		t.Fatalf("last-samples %d after the container stopped", n)
 	}
