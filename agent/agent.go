@@ -315,7 +315,9 @@ func (c *controller) run(ctx context.Context) error {
 	for i := range c.health.workers {
 		c.spawn(func() { c.runWorker(ctx, i) })
 	}
-	c.spawn(func() { c.runStatusWorker(ctx) })
+	for range statusWorkers {
+		c.spawn(func() { c.runStatusWorker(ctx) })
+	}
 	c.enqueueAll()
 	_ = c.guard.Do(loopSweep, func() { c.sweep(ctx, allSlices) })
 	st := c.pools.State()
