@@ -57,10 +57,14 @@ type budgetOffer struct {
 // and the price from the window's offers.
 func (b *budgetState) tick(now time.Time, rate float64) {
 	b.rate = rate
-	capacity := b.rate * budgetBurst
+	capacity := b.capacity()
 	switch {
 	case !b.started:
-		b.tokens, b.started = capacity, true
+		// The bucket starts full, with the budget of the first
+		// established members: before any container is established the
+		// rate is 0, and starting then left a new node's bucket empty
+		// for hours (a lowered floor's cut waited for tokens).
+		b.tokens, b.started = capacity, capacity > 0
 	case b.tokens < -capacity:
 		// Raises in debt beyond a full bucket are forgiven: the debt
 		// only holds cuts back, and a day of them is enough.
@@ -87,6 +91,17 @@ func (b *budgetState) tick(now time.Time, rate float64) {
 	}
 }
 
+// capacity is what the bucket holds: budgetBurst days of the rate, and at
+// least one change. Half a day of one container's budget (1 a day) is half
+// a token, and a cut needs a whole one: a node with one established
+// container under a cost preset never cut it.
+func (b *budgetState) capacity() float64 {
+	if b.rate <= 0 {
+		return 0
+	}
+	return max(b.rate*budgetBurst, 1)
+}
+
 // offer asks for a change worth value to container key at now. A raise
 // is always granted (it stands between the container and violations, as
 // an OOM bump does) and spends a token, in debt if it must; a cut is
@@ -103,7 +118,7 @@ func (b *budgetState) offer(key *resourceState, value float64, raise bool, now t
 	case raise:
 	case b.tokens < 1:
 		return false
-	case value < b.price && b.tokens < b.rate*budgetBurst-1e-9:
+	case value < b.price && b.tokens < b.capacity()-1e-9:
 		return false
 	}
 	b.tokens--

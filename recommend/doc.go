@@ -122,7 +122,9 @@
 // objective's units (E[(x − u)⁺] + λ·P(u > x) per sample, times the
 // samples), against the price at which the last day's best offers (one
 // per container) would have used the node's budget; a token bucket
-// (half a day of the budget) makes it a cap. Raises are always made (they
+// (half a day of the budget, at least one change, so that a node of one
+// container can cut it; full from the first established container) makes
+// it a cap. Raises are always made (they
 // stand between a container and violations) and spend a token in debt;
 // cuts wait for a token. Every change counts, of any size: the scorer's
 // 10 % dead band is not used to move for free. A container's first target,

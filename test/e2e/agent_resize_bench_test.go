@@ -29,8 +29,13 @@ import (
 func BenchmarkNodeResizeToCgroup(b *testing.B) {
 	bd := startRightsizeNode(b)
 	ctx := context.Background()
+	// platform-sl-0.6: a preset without a cost objective, so without the
+	// node-level resize budget (resizesPerDay) of the others, under which
+	// every change spends a token, a raise included, and the cut after a
+	// raise waits for the next token (a day at the default): right for a
+	// workload, not for a path timed change by change.
 	floor := func(cpu string) map[string]any {
-		return map[string]any{"mode": "InPlace", "step": "1s", "minHistory": "2s", "maxChangePerStep": 1.0,
+		return map[string]any{"mode": "InPlace", "preset": "platform-sl-0.6", "step": "1s", "minHistory": "2s", "maxChangePerStep": 1.0,
 			"cpu":         map[string]any{"minAllowed": cpu},
 			"podSelector": map[string]any{"matchLabels": map[string]any{"app": "bench"}}}
 	}
