@@ -6,6 +6,7 @@ import (
 	"time"
 
 	apipolicy "github.com/cgpilot/cgpilot/api/v1alpha1/policy"
+	"github.com/cgpilot/cgpilot/internal/millicpu"
 	"github.com/cgpilot/cgpilot/recommend"
 )
 
@@ -510,14 +511,9 @@ func limitFor(curReq, curLim, req float64, lp Limits, guaranteed bool) (lim, new
 	return curLim, req, note
 }
 
-// roundCPU rounds up to whole millicores, roundMemory to whole MiB: the
-// units requests are written in.
-func roundCPU(v float64) float64 {
-	if v <= 0 {
-		return 0
-	}
-	return math.Ceil(v*1000-1e-6) / 1000
-}
+// roundCPU rounds up to whole millicores (internal/millicpu), roundMemory
+// to whole MiB: the units requests are written in.
+var roundCPU = millicpu.Cores
 
 func roundMemory(v float64) float64 {
 	const mib = 1 << 20

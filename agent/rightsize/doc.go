@@ -31,7 +31,8 @@
 // a policy the recommender refuses gives StateInvalid and no change.
 //
 // It imports recommend, agent/collector (its Sink), the policy compiler
-// api/v1alpha1/policy and the standard library; no client-go, no k8s.io/api
+// api/v1alpha1/policy, internal/millicpu (whole millicores) and the
+// standard library; no client-go, no k8s.io/api
 // and no k8s.io package of its own: what Kubernetes means reaches it only
 // through the compiler (hack/checkimports/walls.go, tests included).
 package rightsize

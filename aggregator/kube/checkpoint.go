@@ -22,6 +22,7 @@ import (
 	"github.com/cgpilot/cgpilot/aggregator/state"
 	"github.com/cgpilot/cgpilot/api/report"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
+	"github.com/cgpilot/cgpilot/api/v1alpha1/policy"
 )
 
 // GVRs of the resources the aggregator reads and writes.
@@ -58,11 +59,13 @@ func ObjectName(w report.Workload) string {
 }
 
 func cpuQ(cores float64) *resource.Quantity {
-	return resource.NewMilliQuantity(int64(math.Ceil(cores*1000-1e-6)), resource.DecimalSI)
+	q := policy.CPUQuantity(cores)
+	return &q
 }
 
 func memQ(bytes float64) *resource.Quantity {
-	return resource.NewQuantity(int64(math.Ceil(bytes)), resource.BinarySI)
+	q := policy.MemoryQuantity(bytes)
+	return &q
 }
 
 func estimate(e report.Estimate, q func(float64) *resource.Quantity) *v1alpha1.ResourceRecommendation {

@@ -15,6 +15,7 @@
 // of the specific sentinels, each of which wraps ErrInvalidAnnotation; the
 // client's errors say which socket and whether the agent answered.
 //
-// It imports the standard library, k8s.io/utils/cpuset and
-// internal/cpulist only: no client-go, and no other cgpilot package.
+// It imports the standard library, k8s.io/utils/cpuset, internal/cpulist
+// and internal/millicpu (FormatCPU's rounding) only: no client-go, and no
+// other cgpilot package.
 package local

@@ -15,10 +15,15 @@ func TestFormats(t *testing.T) {
 		{math.NaN(), "0", "0", "0"},
 		{0.25, "250m", "1", "1Mi"},
 		{1.0001, "1001m", "2", "1Mi"},
-		{100 << 20, "104857600", "100Mi", "100Mi"},
-		{215785636, "215785636", "215785636", "206Mi"},
-		{2 << 30, "2147483648", "2Gi", "2048Mi"},
-		{12.5 * (1 << 30), "13421772800", "12800Mi", "12.5Gi"},
+		{1 << 20, "1048576", "1Mi", "1Mi"},
+		// CPU above millicpu.MaxCores (1,048,576 cores) is written as the
+		// cap, like every CPU amount cgpilot writes (before, FormatCPU
+		// wrote it as given, and past 9.2e15 cores wrapped to a negative).
+		{100 << 20, "1048576", "100Mi", "100Mi"},
+		{215785636, "1048576", "215785636", "206Mi"},
+		{2 << 30, "1048576", "2Gi", "2048Mi"},
+		{12.5 * (1 << 30), "1048576", "12800Mi", "12.5Gi"},
+		{math.Inf(1), "0", "0", "0"},
 	} {
 		if got := FormatCPU(tc.v); got != tc.cpu {
 			t.Errorf("FormatCPU(%v) = %q, want %q", tc.v, got, tc.cpu)

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/cgpilot/cgpilot/internal/millicpu"
 )
 
 // Right-sizing on the wire: the cgpilot.io/recommendation annotation the
@@ -114,12 +116,14 @@ type RecView struct {
 	Why                    string `json:"why,omitempty"`
 }
 
-// FormatCPU writes cores as a Kubernetes quantity in whole millicores.
+// FormatCPU writes cores as a Kubernetes quantity in whole millicores,
+// rounded up by internal/millicpu (values above millicpu.MaxCores are
+// written as it); NaN, ±Inf and values ≤ 0 are "0".
 func FormatCPU(cores float64) string {
-	if cores <= 0 || math.IsNaN(cores) || math.IsInf(cores, 0) {
+	if math.IsInf(cores, 1) {
 		return "0"
 	}
-	m := int64(math.Ceil(cores*1000 - 1e-6))
+	m := millicpu.Ceil(cores)
 	if m%1000 == 0 {
 		return strconv.FormatInt(m/1000, 10)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/cgpilot/cgpilot/internal/millicpu"
 )
 
 // clamp.go: the one clamp. Every CPU and memory value that reaches a
@@ -153,8 +155,8 @@ type res struct {
 
 var resources = []res{
 	{"cpu", MaxCPU, 0.001, func(v Values) float64 { return v.CPU }, func(v *Values, x float64) { v.CPU = x },
-		func(v float64) float64 { return float64(MilliCPU(v)) / 1000 },
-		func(v float64) float64 { return math.Floor(min(v, MaxCPU)*1000+1e-6) / 1000 }},
+		millicpu.Cores,
+		func(v float64) float64 { return float64(millicpu.Floor(v)) / 1000 }},
 	{"memory", MaxMemory, 1, func(v Values) float64 { return v.Memory }, func(v *Values, x float64) { v.Memory = x },
 		func(v float64) float64 { return float64(Bytes(v)) },
 		func(v float64) float64 { return math.Floor(min(v, MaxMemory)) }},

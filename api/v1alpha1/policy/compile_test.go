@@ -165,7 +165,7 @@ func TestDecode(t *testing.T) {
 	}
 }
 
-// TestQuantityRoundTrip: MilliCPU and Bytes invert CPUCores and
+// TestQuantityRoundTrip: CPUQuantity and Bytes invert CPUCores and
 // MemoryBytes on whole units, round up what lies between, and give 0 for
 // what is no amount at all, whatever the float.
 func TestQuantityRoundTrip(t *testing.T) {
@@ -178,8 +178,8 @@ func TestQuantityRoundTrip(t *testing.T) {
 		{0, 0, 0}, {-1, 0, 0}, {math.NaN(), 0, 0}, {math.Inf(-1), 0, 0},
 		{math.Inf(1), MaxCPU * 1000, MaxMemory}, {1e300, MaxCPU * 1000, MaxMemory},
 	} {
-		if got := MilliCPU(tc.in); got != tc.milli {
-			t.Errorf("MilliCPU(%v) = %d, want %d", tc.in, got, tc.milli)
+		if q := CPUQuantity(tc.in); q.MilliValue() != tc.milli {
+			t.Errorf("CPUQuantity(%v) = %s, want %dm", tc.in, q.String(), tc.milli)
 		}
 		if got := Bytes(tc.in); got != tc.b {
 			t.Errorf("Bytes(%v) = %d, want %d", tc.in, got, tc.b)

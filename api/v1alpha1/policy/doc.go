@@ -13,7 +13,8 @@
 //   - quantity.go: the one conversion between quantities and cores or
 //     bytes, both ways, exact in whole millicores and bytes and saturating
 //     at MaxCPU and MaxMemory instead of wrapping (CPUCores, MemoryBytes,
-//     MilliCPU, Bytes, CPUQuantity, MemoryQuantity, ValuesOf).
+//     Bytes, CPUQuantity, MemoryQuantity, ValuesOf); whole millicores are
+//     internal/millicpu's rounding, shared with api/local's strings.
 //   - index.go: Index, the cluster's policies compiled once per change,
 //     and Match, which of them select a pod; a namespace not cached yet is
 //     matched by its name label alone, and a selector that reads any other

@@ -4,6 +4,8 @@ import (
 	"math"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/cgpilot/cgpilot/internal/millicpu"
 )
 
 // quantity.go: the one conversion between Kubernetes quantities and the
@@ -12,8 +14,8 @@ import (
 // Ceilings of every value this package returns: far above any node, and
 // low enough that millicores and bytes fit an int64 with room to add.
 const (
-	MaxCPU    = 1 << 20 // cores (1,048,576)
-	MaxMemory = 1 << 60 // bytes (1 EiB)
+	MaxCPU    = millicpu.MaxCores // cores (1,048,576)
+	MaxMemory = 1 << 60           // bytes (1 EiB)
 )
 
 // Values are a CPU amount in cores and a memory amount in bytes; 0 is
@@ -60,16 +62,6 @@ func MemoryBytes(q resource.Quantity) float64 {
 	return float64(q.Value())
 }
 
-// MilliCPU is cores in whole millicores, rounded up (a hair of float error
-// above a whole millicore does not round up: 0.1 is 100m); NaN and
-// values ≤ 0 give 0, values above MaxCPU give MaxCPU's.
-func MilliCPU(cores float64) int64 {
-	if !(cores > 0) {
-		return 0
-	}
-	return int64(math.Ceil(min(cores, MaxCPU)*1000 - 1e-6))
-}
-
 // Bytes is a memory amount in whole bytes, rounded up; NaN and values ≤ 0
 // give 0, values above MaxMemory give MaxMemory.
 func Bytes(memory float64) int64 {
@@ -79,9 +71,11 @@ func Bytes(memory float64) int64 {
 	return int64(math.Ceil(min(memory, MaxMemory)))
 }
 
-// CPUQuantity is cores as a quantity of whole millicores (MilliCPU).
+// CPUQuantity is cores as a quantity of whole millicores, rounded up by
+// internal/millicpu (NaN and values ≤ 0 give 0, values above MaxCPU give
+// MaxCPU).
 func CPUQuantity(cores float64) resource.Quantity {
-	return *resource.NewMilliQuantity(MilliCPU(cores), resource.DecimalSI)
+	return *resource.NewMilliQuantity(millicpu.Ceil(cores), resource.DecimalSI)
 }
 
 // MemoryQuantity is bytes as a quantity of whole bytes (Bytes).
