@@ -779,7 +779,9 @@ func (a *Aggregator) matcher() webhook.Matcher {
 }
 
 // parents looks up a Job's controller (a CronJob) for the webhook's
-// workload rule; ReplicaSets go by their pod-template-hash.
+// workload rule, by ownerOf; ReplicaSets go by their pod-template-hash.
+// (A Job gone names the pod's workload as the Job, whether it reads as
+// known without a controller or as unknown.)
 func (a *Aggregator) parents(ctx context.Context) func(string) report.ParentFunc {
 	if a.cs == nil {
 		return nil
@@ -789,24 +791,9 @@ func (a *Aggregator) parents(ctx context.Context) func(string) report.ParentFunc
 			if kind != report.KindJob {
 				return nil, false
 			}
-			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			job, err := a.cs.BatchV1().Jobs(ns).Get(cctx, name, metav1.GetOptions{})
-			if err != nil {
-				return nil, false
-			}
-			return controllerOf(job), true
+			return a.ownerOf(ctx, ns, kind, name)
 		}
 	}
-}
-
-func controllerOf(j *batchv1.Job) *report.Owner {
-	for _, o := range j.OwnerReferences {
-		if o.Controller != nil && *o.Controller {
-			return &report.Owner{Kind: o.Kind, Name: o.Name}
-		}
-	}
-	return nil
 }
 
 // elect runs the Lease; while leading, lead runs.

@@ -34,6 +34,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/cgpilot/cgpilot/aggregator/profile"
@@ -252,7 +253,7 @@ func (h *Handler) demand(pod *corev1.Pod, now time.Time) Demand {
 // workloadOf is the pod's workload by the reports' rule.
 func workloadOf(pod *corev1.Pod) report.Workload {
 	var owner *report.Owner
-	if c := controllerOf(pod); c != nil {
+	if c := metav1.GetControllerOfNoCopy(pod); c != nil {
 		owner = &report.Owner{Kind: c.Kind, Name: c.Name}
 	}
 	name := pod.Name
@@ -270,13 +271,4 @@ func requests(pod *corev1.Pod) Demand {
 		d.Memory += c.Resources.Requests.Memory().AsApproximateFloat64()
 	}
 	return d
-}
-
-func controllerOf(pod *corev1.Pod) *report.Owner {
-	for _, o := range pod.OwnerReferences {
-		if o.Controller != nil && *o.Controller {
-			return &report.Owner{Kind: o.Kind, Name: o.Name}
-		}
-	}
-	return nil
 }

@@ -55,6 +55,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/cgpilot/cgpilot/api/report"
@@ -296,10 +297,8 @@ func (h *Handler) Decide(pod *corev1.Pod) Decision {
 		name = pod.GenerateName
 	}
 	var owner *report.Owner
-	for _, o := range pod.OwnerReferences {
-		if o.Controller != nil && *o.Controller {
-			owner = &report.Owner{Kind: o.Kind, Name: o.Name}
-		}
+	if c := metav1.GetControllerOfNoCopy(pod); c != nil {
+		owner = &report.Owner{Kind: c.Kind, Name: c.Name}
 	}
 	var parent report.ParentFunc
 	if h.Parent != nil {

@@ -93,13 +93,10 @@ var (
 	jobsGVR        = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
 )
 
+// controllerOf is the controller among refs, by apimachinery's rule
+// (metav1.GetControllerOfNoCopy), the one the aggregator uses too.
 func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
-	for i := range refs {
-		if refs[i].Controller != nil && *refs[i].Controller {
-			return &refs[i]
-		}
-	}
-	return nil
+	return metav1.GetControllerOfNoCopy(&metav1.ObjectMeta{OwnerReferences: refs})
 }
 
 // workloadOf names p's workload by report.WorkloadOf, the rule the
