@@ -50,22 +50,11 @@ var checkpointMagic = [8]byte{'c', 'g', 'p', 'R', 'C', 'K', 'P', 'T'}
 
 const checkpointHeader = 8 + 4 + 32
 
-// CorruptCheckpointError is a checkpoint whose bytes do not verify or decode.
-type CorruptCheckpointError struct {
-	Path      string
-	Want, Got string // checksums, when the checksum failed
-	Reason    string
-}
-
-func (e *CorruptCheckpointError) Error() string {
-	if e.Want != "" {
-		return fmt.Sprintf("recommend: checkpoint %s is corrupt: checksum %s, computed %s", e.Path, e.Want, e.Got)
-	}
-	return fmt.Sprintf("recommend: checkpoint %s is corrupt: %s", e.Path, e.Reason)
-}
-
-// Unwrap makes errors.Is(err, ErrCheckpoint) true.
-func (e *CorruptCheckpointError) Unwrap() error { return ErrCheckpoint }
+// CorruptCheckpointError is a checkpoint whose bytes do not verify (Want
+// and Got, the stored and computed checksums) or decode (Reason): the one
+// corrupt-file error of cgpilot's checkpoints, atomicfile.CorruptError,
+// with Kind ErrCheckpoint (so errors.Is(err, ErrCheckpoint) holds).
+type CorruptCheckpointError = atomicfile.CorruptError
 
 // VersionError is a checkpoint written by a newer (or unknown) format.
 type VersionError struct {
@@ -368,7 +357,7 @@ func (r *Recommender) DecodeCheckpoint(name string, data []byte) error {
 	// migrateV1 and migrateV2 are the explicit conversions.
 	containers, fleet, err := r.decodePayload(version, payload)
 	if err != nil {
-		return &CorruptCheckpointError{Path: name, Reason: err.Error()}
+		return &CorruptCheckpointError{Path: name, Reason: err.Error(), Kind: ErrCheckpoint}
 	}
 	r.mu.Lock()
 	for _, c := range r.containers {
@@ -387,7 +376,7 @@ func (r *Recommender) DecodeCheckpoint(name string, data []byte) error {
 // payload and its format version.
 func openCheckpoint(name string, data []byte) ([]byte, uint32, error) {
 	corrupt := func(format string, args ...any) error {
-		return &CorruptCheckpointError{Path: name, Reason: fmt.Sprintf(format, args...)}
+		return &CorruptCheckpointError{Path: name, Reason: fmt.Sprintf(format, args...), Kind: ErrCheckpoint}
 	}
 	if len(data) > MaxCheckpointBytes {
 		return nil, 0, corrupt("more than %d bytes", MaxCheckpointBytes)
@@ -402,7 +391,7 @@ func openCheckpoint(name string, data []byte) ([]byte, uint32, error) {
 	payload := data[checkpointHeader:]
 	sum := sha256.Sum256(payload)
 	if !bytes.Equal(sum[:], data[12:44]) {
-		return nil, 0, &CorruptCheckpointError{Path: name, Want: "sha256:" + hex.EncodeToString(data[12:44]), Got: "sha256:" + hex.EncodeToString(sum[:])}
+		return nil, 0, &CorruptCheckpointError{Path: name, Want: "sha256:" + hex.EncodeToString(data[12:44]), Got: "sha256:" + hex.EncodeToString(sum[:]), Kind: ErrCheckpoint}
 	}
 	return payload, v, nil
 }

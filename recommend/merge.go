@@ -363,7 +363,7 @@ func (r *Recommender) DecodeContainer(name string, data []byte) (string, error) 
 		err = fmt.Errorf("%d containers, want 1", len(containers))
 	}
 	if err != nil {
-		return "", &CorruptCheckpointError{Path: name, Reason: err.Error()}
+		return "", &CorruptCheckpointError{Path: name, Reason: err.Error(), Kind: ErrCheckpoint}
 	}
 	var id string
 	var c *container

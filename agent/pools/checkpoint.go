@@ -35,23 +35,11 @@ var (
 	ErrCheckpointWrite    = errors.New("checkpoint write failed")
 )
 
-// CorruptCheckpointError carries the expected and actual checksums (equal
-// when the file failed for another reason, given in Detail).
-type CorruptCheckpointError struct {
-	Path     string
-	Expected string
-	Actual   string
-	Detail   string
-}
-
-func (e *CorruptCheckpointError) Error() string {
-	if e.Expected != e.Actual {
-		return fmt.Sprintf("checkpoint %s corrupt: checksum %s, want %s", e.Path, e.Actual, e.Expected)
-	}
-	return fmt.Sprintf("checkpoint %s corrupt: %s", e.Path, e.Detail)
-}
-
-func (e *CorruptCheckpointError) Unwrap() error { return ErrCheckpointCorrupt }
+// CorruptCheckpointError is a checkpoint that does not verify (Want and
+// Got, the stored and computed checksums) or decode (Reason): the one
+// corrupt-file error of cgpilot's checkpoints, atomicfile.CorruptError,
+// with Kind ErrCheckpointCorrupt.
+type CorruptCheckpointError = atomicfile.CorruptError
 
 type checkpointEnvelope struct {
 	Version   int             `json:"version"`
@@ -100,7 +88,9 @@ const maxCheckpointBytes = 4 << 20
 // decodeCheckpoint verifies and decodes file bytes. It never returns a
 // partial state: either every entry is valid and disjoint, or an error.
 func decodeCheckpoint(path string, b []byte) (map[string]Assignment, error) {
-	corrupt := func(detail string) error { return &CorruptCheckpointError{Path: path, Detail: detail} }
+	corrupt := func(reason string) error {
+		return &CorruptCheckpointError{Path: path, Reason: reason, Kind: ErrCheckpointCorrupt}
+	}
 	if len(b) > maxCheckpointBytes {
 		return nil, corrupt(fmt.Sprintf("%d bytes, at most %d", len(b), maxCheckpointBytes))
 	}
@@ -125,7 +115,7 @@ func decodeCheckpoint(path string, b []byte) (map[string]Assignment, error) {
 		return nil, corrupt(fmt.Sprintf("version %d", env.Version))
 	}
 	if got := checksum(env.Data); got != env.Checksum {
-		return nil, &CorruptCheckpointError{Path: path, Expected: env.Checksum, Actual: got}
+		return nil, &CorruptCheckpointError{Path: path, Want: env.Checksum, Got: got, Kind: ErrCheckpointCorrupt}
 	}
 	var d checkpointDataV1
 	dd := json.NewDecoder(bytes.NewReader(env.Data))

@@ -75,7 +75,7 @@ func TestCheckpointBad(t *testing.T) {
 				t.Fatalf("error %q does not name the file", err)
 			}
 			var ce *CorruptCheckpointError
-			if tc.name == "payload edited" && (!errors.As(err, &ce) || ce.Expected == ce.Actual || ce.Actual == "") {
+			if tc.name == "payload edited" && (!errors.As(err, &ce) || ce.Want == ce.Got || ce.Got == "") {
 				t.Fatalf("want expected/actual checksums, got %#v", err)
 			}
 		})

@@ -12,6 +12,9 @@
 // naming and one error form.
 //
 // Errors are *os.PathError-style errors naming the file and the step that
-// failed; callers wrap them with their own sentinel. It imports only the
+// failed; callers wrap them with their own sentinel. CorruptError
+// (corrupt.go) is what a checkpoint reader returns for a file that does
+// not verify or decode, with the reader's sentinel as its Kind: the
+// pools' and the recommender's checkpoints share it. It imports only the
 // standard library.
 package atomicfile
