@@ -72,8 +72,10 @@ func Requirements(r corev1.ResourceRequirements) (req, lim policy.Values) {
 	return policy.Values{CPU: cpu(r.Requests), Memory: mem(r.Requests)}, policy.Values{CPU: cpu(r.Limits), Memory: mem(r.Limits)}
 }
 
-// QoS is the pod's QoS class: the status field when the kubelet has set
-// it, else computed by the Kubernetes rule (init containers included).
+// QoS is the pod's QoS class: the status field when the API server has
+// set it (it does when it admits a pod), else policy.QoSClass, the one
+// QoS rule, over the keys present in the resource lists (init containers
+// included; a present key counts as set whatever its value).
 func QoS(p *corev1.Pod) cgroup.QoS {
 	switch p.Status.QOSClass {
 	case corev1.PodQOSGuaranteed:
@@ -83,24 +85,13 @@ func QoS(p *corev1.Pod) cgroup.QoS {
 	case corev1.PodQOSBestEffort:
 		return cgroup.QoSBestEffort
 	}
-	any, guaranteed := false, true
+	var rs []policy.QoSResource
 	for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
 		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 			req, hasReq := c.Resources.Requests[r]
 			lim, hasLim := c.Resources.Limits[r]
-			if hasReq || hasLim {
-				any = true
-			}
-			if !hasLim || (hasReq && req.Cmp(lim) != 0) {
-				guaranteed = false
-			}
+			rs = append(rs, policy.QoSResource{Request: hasReq, Limit: hasLim, Equal: hasReq && hasLim && req.Cmp(lim) == 0})
 		}
 	}
-	switch {
-	case !any:
-		return cgroup.QoSBestEffort
-	case guaranteed:
-		return cgroup.QoSGuaranteed
-	}
-	return cgroup.QoSBurstable
+	return cgroup.QoS(policy.QoSClass(rs))
 }

@@ -57,8 +57,10 @@ type Merged struct {
 // Pod is what a decision needs of one pod.
 type Pod struct {
 	UID, Namespace, Name string
-	QoS                  string // Guaranteed | Burstable | BestEffort
-	Containers           []Container
+	// QoS is the pod's class (apipolicy.QoSGuaranteed, QoSBurstable or
+	// QoSBestEffort), init containers counted (agent/podspec.QoS).
+	QoS        string
+	Containers []Container
 	// Policies are the RightsizePolicies whose selectors match the pod.
 	Policies []*Policy
 	// Annotations are the pod's own: what they may change is the
@@ -225,7 +227,7 @@ func Decide(e *Engine, p Pod, now time.Time) Decision {
 		d.State, d.Why = StateOff, "mode Off"
 		return d
 	}
-	if p.QoS == "BestEffort" {
+	if p.QoS == apipolicy.QoSBestEffort {
 		d.State, d.Why = StateNotAdjustable, "BestEffort: the pod has no requests to size, and adding any would change its QoS class"
 		return d
 	}
@@ -365,7 +367,7 @@ func floorOf(c Container) Requirements {
 // (exclusive CPUs, a request that cannot be added) stays. It returns the
 // bounds that moved a changed value, and notes them on the container.
 func bound(cds []ContainerDecision, p Pod, pol *Policy) []apipolicy.Binding {
-	cp := apipolicy.ClampPod{Guaranteed: p.QoS == "Guaranteed", KeepRatio: pol.Limits == LimitsKeepRatio}
+	cp := apipolicy.ClampPod{Guaranteed: p.QoS == apipolicy.QoSGuaranteed, KeepRatio: pol.Limits == LimitsKeepRatio}
 	changes := false
 	for i, c := range p.Containers {
 		cp.Containers = append(cp.Containers, apipolicy.ClampContainer{Name: c.Name, Current: c.Spec, Want: cds[i].To, Floor: floorOf(c)})
@@ -411,7 +413,7 @@ func bound(cds []ContainerDecision, p Pod, pol *Policy) []apipolicy.Binding {
 // target sets cd.To from the recommendation under the safety rules.
 func target(cd *ContainerDecision, c Container, qos string, pol *Policy) {
 	rec := cd.Recommendation
-	guaranteed := qos == "Guaranteed"
+	guaranteed := qos == apipolicy.QoSGuaranteed
 	// CPU.
 	switch {
 	case c.ExclusiveCPUs:
@@ -529,28 +531,5 @@ func guardQoS(p Pod, cds []ContainerDecision) bool {
 	for i, cd := range cds {
 		after[i] = cd.To
 	}
-	return qosOf(after) != p.QoS
-}
-
-// qosOf is the Kubernetes QoS rule over a pod's containers.
-func qosOf(cs []Requirements) string {
-	any, guaranteed := false, true
-	for _, c := range cs {
-		for _, r := range [][2]float64{{c.Requests.CPU, c.Limits.CPU}, {c.Requests.Memory, c.Limits.Memory}} {
-			req, lim := r[0], r[1]
-			if req > 0 || lim > 0 {
-				any = true
-			}
-			if lim == 0 || (req > 0 && req != lim) {
-				guaranteed = false
-			}
-		}
-	}
-	switch {
-	case !any:
-		return "BestEffort"
-	case guaranteed:
-		return "Guaranteed"
-	}
-	return "Burstable"
+	return apipolicy.QoSOf(after) != p.QoS
 }

@@ -66,7 +66,7 @@ func OOMBump(p Pod, pol *Policy, name string, usageAtKill float64, kills, bumps 
 	}
 	want := &cds[at].To
 	want.Limits.Memory = lim
-	if p.QoS == "Guaranteed" {
+	if p.QoS == apipolicy.QoSGuaranteed {
 		want.Requests.Memory = lim
 	}
 	clamped = bound(cds, p, pol)

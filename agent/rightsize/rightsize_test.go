@@ -9,6 +9,7 @@ import (
 
 	"github.com/cgpilot/cgpilot/agent/collector"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
+	apipolicy "github.com/cgpilot/cgpilot/api/v1alpha1/policy"
 	"github.com/cgpilot/cgpilot/recommend"
 )
 
@@ -93,8 +94,8 @@ func TestDecide(t *testing.T) {
 		{"guaranteed stays guaranteed", Pod{QoS: "Guaranteed", Containers: []Container{burstable(2, 2, 2048*mib, 2048*mib)}, Policies: []*Policy{policy(t, func(p *Policy) { p.Limits = LimitsKeep })}},
 			StateResize, true, func(t *testing.T, d Decision) {
 				to := d.Containers[0].To
-				if to.Requests != to.Limits || qosOf([]Requirements{to}) != "Guaranteed" {
-					t.Errorf("guaranteed pod became %s: %+v", qosOf([]Requirements{to}), to)
+				if to.Requests != to.Limits || apipolicy.QoSOf([]Requirements{to}) != "Guaranteed" {
+					t.Errorf("guaranteed pod became %s: %+v", apipolicy.QoSOf([]Requirements{to}), to)
 				}
 			}},
 		{"exclusive cores: memory only", Pod{QoS: "Guaranteed", Containers: []Container{func() Container {
@@ -193,7 +194,7 @@ func TestDecide(t *testing.T) {
 				t.Fatalf("state %s apply %v (%s), want %s %v", d.State, d.Apply, d.Why, tc.state, tc.apply)
 			}
 			for _, cd := range d.Containers {
-				if cd.Changed && qosOf([]Requirements{cd.To}) != tc.pod.QoS && len(tc.pod.Containers) == 1 {
+				if cd.Changed && apipolicy.QoSOf([]Requirements{cd.To}) != tc.pod.QoS && len(tc.pod.Containers) == 1 {
 					t.Errorf("QoS class changed: %+v", cd.To)
 				}
 			}

@@ -15,6 +15,8 @@
 //     at MaxCPU and MaxMemory instead of wrapping (CPUCores, MemoryBytes,
 //     Bytes, CPUQuantity, MemoryQuantity, ValuesOf); whole millicores are
 //     internal/millicpu's rounding, shared with api/local's strings.
+//   - qos.go: QoSClass, the one Kubernetes QoS rule (agent/podspec reads
+//     a pod's class by it, right-sizing's QoS guard by QoSOf).
 //   - index.go: Index, the cluster's policies compiled once per change,
 //     and Match, which of them select a pod; a namespace not cached yet is
 //     matched by its name label alone, and a selector that reads any other
@@ -38,8 +40,9 @@
 // import: recommend (a policy's overrides are the recommender's, and only
 // the recommender knows which fit a preset), k8s.io/apimachinery (label
 // selectors, quantities, the unstructured objects of informers) and
-// robfig/cron (avoid windows). It must not import client-go, k8s.io/api
-// or any other cgpilot package (hack/checkimports, tests included), so
+// robfig/cron (avoid windows), and internal/millicpu (whole millicores).
+// It must not import client-go, k8s.io/api or any other cgpilot package
+// (hack/checkimports, tests included), so
 // that the agent's right-sizing, the aggregator's rooms and the webhook
 // can all import it: LimitRanges and nodes reach it as plain values or
 // through generic maps of quantities (AddLimitRangeItem, ValuesOf take a
