@@ -50,6 +50,7 @@ import (
 	"github.com/cgpilot/cgpilot/api/report"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
 	"github.com/cgpilot/cgpilot/api/v1alpha1/policy"
+	"github.com/cgpilot/cgpilot/internal/loop"
 )
 
 // ErrConfig wraps every configuration error.
@@ -962,14 +963,7 @@ func (a *Aggregator) unadmittedEvents(ctx context.Context, recorder events.Event
 	if every == 0 {
 		every = 30 * time.Second
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	loop.Every(ctx, every, func() {
 		now := a.now()
 		for _, u := range a.Analysis.Anomalies(now, 0).Unadmitted {
 			if last, ok := seen[u.Key]; ok && now.Sub(last) < time.Hour {
@@ -984,7 +978,7 @@ func (a *Aggregator) unadmittedEvents(ctx context.Context, recorder events.Event
 			recorder.Eventf(pol, nil, "Warning", "AdmittedWithoutWebhook", "Admit",
 				"%d pods of %s were created while the webhook was unreachable and kept their declared requests", u.Pods, u.Key.Workload)
 		}
-	}
+	})
 }
 
 // LeaseHolder returns the holder identity of the Lease (tests).

@@ -39,6 +39,7 @@ import (
 	"github.com/cgpilot/cgpilot/aggregator/state"
 	"github.com/cgpilot/cgpilot/aggregator/trust"
 	"github.com/cgpilot/cgpilot/api/report"
+	"github.com/cgpilot/cgpilot/internal/loop"
 )
 
 // Results of a report besides report.Result*: the caller's token reviews
@@ -302,20 +303,13 @@ func (h *Handler) getRecommendations(w http.ResponseWriter, r *http.Request) {
 // FoldLoop folds the store's due windows and closes the observers'
 // windows every interval until ctx ends.
 func FoldLoop(ctx context.Context, s *state.Store, interval time.Duration, now func() time.Time, also ...func(time.Time)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	loop.Every(ctx, interval, func() {
 		n := now()
 		s.Fold(n)
 		for _, f := range also {
 			f(n)
 		}
-	}
+	})
 }
 
 // NodeRate bounds each node's reports: one per Every on average (default

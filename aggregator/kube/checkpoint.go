@@ -23,6 +23,7 @@ import (
 	"github.com/cgpilot/cgpilot/api/report"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
 	"github.com/cgpilot/cgpilot/api/v1alpha1/policy"
+	"github.com/cgpilot/cgpilot/internal/loop"
 )
 
 // GVRs of the resources the aggregator reads and writes.
@@ -307,16 +308,7 @@ func (c *Checkpointer) Load(ctx context.Context) (int, error) {
 // Run writes changed workloads until ctx ends.
 func (c *Checkpointer) Run(ctx context.Context) {
 	c.defaults()
-	t := time.NewTicker(c.Interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		c.Pass(ctx)
-	}
+	loop.Every(ctx, c.Interval, func() { c.Pass(ctx) })
 }
 
 // Pass writes at most Budget × Interval changed workloads (those written

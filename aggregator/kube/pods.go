@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgpilot/cgpilot/api/report"
+	"github.com/cgpilot/cgpilot/internal/loop"
 )
 
 // Pods is what the API server says runs where: for every pod bound to a
@@ -162,14 +163,7 @@ func (p *Pods) retention() time.Duration {
 // sweep drops expired tombstones every minute (a node whose pods are
 // never deleted again keeps none for long).
 func (p *Pods) sweep(ctx context.Context) {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	loop.Every(ctx, time.Minute, func() {
 		p.mu.Lock()
 		cut := p.now().Add(-p.retention())
 		for name, n := range p.nodes {
@@ -179,7 +173,7 @@ func (p *Pods) sweep(ctx context.Context) {
 			}
 		}
 		p.mu.Unlock()
-	}
+	})
 }
 
 func (p *Pods) pruneLocked(n *nodeEntry, cut time.Time) {

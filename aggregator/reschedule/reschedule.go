@@ -16,6 +16,7 @@ import (
 
 	"github.com/cgpilot/cgpilot/aggregator/profile"
 	"github.com/cgpilot/cgpilot/api/report"
+	"github.com/cgpilot/cgpilot/internal/loop"
 )
 
 // ErrConfig wraps every configuration error.
@@ -218,17 +219,8 @@ func (r *Rescheduler) now() time.Time { return r.Now() }
 // list refreshed with the check pass.
 func (r *Rescheduler) Run(ctx context.Context) {
 	tick := min(r.cfg.CheckInterval, 5*time.Second)
-	t := time.NewTicker(tick)
-	defer t.Stop()
 	start := r.now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		r.step(ctx, start)
-	}
+	loop.Every(ctx, tick, func() { r.step(ctx, start) })
 }
 
 // step runs the passes that are due; a panic in one is counted and logged,

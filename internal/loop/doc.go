@@ -14,6 +14,10 @@
 // standard library only, so the caller's OnPanic does the counting and
 // the logging.
 //
+// Every (every.go) is the one ticker loop of periodic passes (the
+// aggregator's folds, checkpoints, sweeps, Events and rescheduling): f
+// every interval until the context ends, never overlapping itself.
+//
 // A recovered panic leaves the iteration half done: code that runs under
 // a Guard must release its locks with defer (a lock held at the panic
 // would turn a crash into a deadlock) and must not leave shared state
