@@ -60,8 +60,9 @@ type applier struct {
 	api bool // pods/resize is served
 	q   workqueue.TypedRateLimitingInterface[string]
 
-	mu   sync.Mutex
-	want map[string]change // by pod key: the latest change asked
+	want *pending[change] // by pod key: the latest change asked
+
+	mu sync.Mutex
 	// cgroupValues are what the agent wrote where there is no pods/resize,
 	// by pod UID and container: the pod's requirements in force.
 	cgroupValues map[string]map[string]rightsize.Requirements
@@ -76,7 +77,7 @@ type applier struct {
 }
 
 func newApplier(r *Runner, api bool) *applier {
-	return &applier{r: r, api: api, want: map[string]change{}, cgroupValues: map[string]map[string]rightsize.Requirements{}, decided: map[string]time.Time{}, accepted: map[string][]byte{},
+	return &applier{r: r, api: api, want: newPending(func(c change) string { return c.uid }, func(a, b change) bool { return a.uid == b.uid && a.summary == b.summary }), cgroupValues: map[string]map[string]rightsize.Requirements{}, decided: map[string]time.Time{}, accepted: map[string][]byte{},
 		q: workqueue.NewTypedRateLimitingQueueWithConfig(resizeRateLimiter(), workqueue.TypedRateLimitingQueueConfig[string]{Name: "cgpilot-resize"})}
 }
 
@@ -111,7 +112,7 @@ func (a *applier) forget(uid string) {
 func (a *applier) sizes(out map[string]int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out["resizes-wanted"], out["resizes-decided"], out["resizes-accepted"], out["cgroup-values"] = len(a.want), len(a.decided), len(a.accepted), len(a.cgroupValues)
+	out["resizes-wanted"], out["resizes-decided"], out["resizes-accepted"], out["cgroup-values"] = a.want.len(), len(a.decided), len(a.accepted), len(a.cgroupValues)
 }
 
 // resizeRateLimiter backs a failing resize off up to 30 s, not the
@@ -140,30 +141,30 @@ func (a *applier) request(p *corev1.Pod, containers map[string]rightsize.Require
 func (a *applier) queue(p *corev1.Pod, ch change) {
 	key := podspec.Key(p.Namespace, p.Name)
 	containers := ch.containers
-	a.mu.Lock()
-	if old, ok := a.want[key]; ok && old.uid == string(p.UID) && len(old.bumped) > 0 {
-		if ch.bumped == nil {
-			ch.bumped = map[string]float64{}
-		}
-		for name, v := range old.bumped {
-			ch.bumped[name] = max(ch.bumped[name], v)
-		}
-	}
-	if old, ok := a.want[key]; ok && old.uid == string(p.UID) && old.reason == "OOMBump" {
-		for name, to := range old.containers {
-			next, ok := containers[name]
-			if !ok {
-				containers[name] = to
-				continue
+	a.want.put(key, func(old change, ok bool) change {
+		if ok && old.uid == string(p.UID) && len(old.bumped) > 0 {
+			if ch.bumped == nil {
+				ch.bumped = map[string]float64{}
 			}
-			next.Limits.Memory = max(next.Limits.Memory, to.Limits.Memory)
-			next.Requests.Memory = max(next.Requests.Memory, to.Requests.Memory)
-			containers[name] = next
+			for name, v := range old.bumped {
+				ch.bumped[name] = max(ch.bumped[name], v)
+			}
 		}
-	}
-	ch.uid, ch.decided = string(p.UID), time.Now()
-	a.want[key] = ch
-	a.mu.Unlock()
+		if ok && old.uid == string(p.UID) && old.reason == "OOMBump" {
+			for name, to := range old.containers {
+				next, ok := containers[name]
+				if !ok {
+					containers[name] = to
+					continue
+				}
+				next.Limits.Memory = max(next.Limits.Memory, to.Limits.Memory)
+				next.Requests.Memory = max(next.Requests.Memory, to.Requests.Memory)
+				containers[name] = next
+			}
+		}
+		ch.uid, ch.decided = string(p.UID), time.Now()
+		return ch
+	})
 	a.q.Add(key)
 }
 
@@ -184,25 +185,12 @@ func (a *applier) run(ctx context.Context) {
 }
 
 func (a *applier) applyOne(ctx context.Context, key string) error {
-	a.mu.Lock()
-	ch, ok := a.want[key]
-	a.mu.Unlock()
+	ch, pod, ok := a.want.take(key, a.r.host.Pod)
 	if !ok {
-		return nil
+		return nil // nothing asked, or the pod is gone or replaced
 	}
-	done := func() {
-		a.mu.Lock()
-		if cur, ok := a.want[key]; ok && cur.uid == ch.uid && cur.summary == ch.summary {
-			delete(a.want, key)
-		}
-		a.mu.Unlock()
-	}
+	done := func() { a.want.done(key, ch) }
 	ns, name, _ := strings.Cut(key, "/")
-	pod, err := a.r.host.Pod(ns, name)
-	if err != nil || string(pod.UID) != ch.uid {
-		done()
-		return nil // gone or replaced
-	}
 	ref := &PodRef{UID: ch.uid, Namespace: ns, Name: name}
 	if !a.api {
 		if err := a.applyCgroups(pod, ch.containers); err != nil {

@@ -33,7 +33,9 @@
 // policy's status, by server-side apply), bounds.go (LimitRanges and the
 // node's allocatable for the clamp), workload.go (a pod's workload, by
 // report.WorkloadOf, with its owners cached), report.go (what the
-// reporter is told of adjustments and unadmitted pods), inspect.go (the
+// reporter is told of adjustments and unadmitted pods), pending.go (the
+// latest value per pod key, for the applier's resizes and the
+// recommendation annotations), inspect.go (the
 // sizes of its tables, the history and reporter for the local API, and
 // what the agent's kernel tests read).
 //

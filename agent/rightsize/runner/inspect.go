@@ -27,7 +27,7 @@ func (r *Runner) OOMWatcher() *oomwatch.Watcher { return r.oom }
 // container or workload to out (cgpilot_state_entries{table}).
 func (r *Runner) Sizes(out map[string]int) {
 	r.mu.Lock()
-	out["tracked-pods"], out["oom-watched-cgroups"], out["last-samples"], out["pending-recommendations"] = len(r.pods), len(r.dirs), len(r.last), len(r.pendingRec)
+	out["tracked-pods"], out["oom-watched-cgroups"], out["last-samples"], out["pending-recommendations"] = len(r.pods), len(r.dirs), len(r.last), r.pendingRec.len()
 	r.mu.Unlock()
 	r.apply.sizes(out)
 	r.owners.mu.Lock()

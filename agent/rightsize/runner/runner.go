@@ -86,7 +86,7 @@ type Runner struct {
 	dirs map[string]ctrRef     // OOM-watched memory dir -> container
 	last map[string]lastSample // by runtime container ID
 	// pendingRec are recommendation annotations to write, by pod key.
-	pendingRec map[string]pendingRecommendation
+	pendingRec *pending[pendingRecommendation]
 	// due asks decideAll to run before the next round (a policy changed).
 	due chan struct{}
 	// running is when each workload container key last had a tracked pod
@@ -163,7 +163,7 @@ type rsContainer struct {
 func newRunner(o Options) *Runner {
 	r := &Runner{host: o.Host, kube: o.Kube, cgroups: o.Cgroups, log: o.Log, guard: o.Guard, spawn: o.Spawn, m: o.Metrics, writes: o.Writes, drift: o.Drift, cfg: o,
 		engine: o.Engine, hist: o.History, oom: o.OOM, rep: o.Reporter,
-		pods: map[string]*rsPod{}, dirs: map[string]ctrRef{}, last: map[string]lastSample{}, pendingRec: map[string]pendingRecommendation{},
+		pods: map[string]*rsPod{}, dirs: map[string]ctrRef{}, last: map[string]lastSample{}, pendingRec: newPending(func(p pendingRecommendation) string { return p.uid }, func(a, b pendingRecommendation) bool { return a == b }),
 		due: make(chan struct{}, 1), statusWritten: map[string]nodeStatusMark{}, running: map[string]time.Time{}}
 	r.owners = newOwnerCache(o.Kube, func(namespace, name string) {
 		if p, err := r.host.Pod(namespace, name); err == nil && p != nil {
@@ -540,7 +540,9 @@ func (r *Runner) annotate(p *corev1.Pod) {
 		r.mu.Unlock()
 		return
 	}
-	r.pendingRec[key] = pendingRecommendation{uid: string(p.UID), value: value}
+	r.pendingRec.put(key, func(pendingRecommendation, bool) pendingRecommendation {
+		return pendingRecommendation{uid: string(p.UID), value: value}
+	})
 	r.mu.Unlock()
 	r.host.QueueStatus(RecKeyPrefix + key)
 }
@@ -659,24 +661,9 @@ func (r *Runner) setState(uid, state, reason string, applied bool) {
 // WriteRecommendation patches one pod's recommendation annotation (the
 // status worker calls it for RecKeyPrefix keys).
 func (r *Runner) WriteRecommendation(ctx context.Context, key string) error {
-	r.mu.Lock()
-	pr, ok := r.pendingRec[key]
-	r.mu.Unlock()
+	pr, pod, ok := r.pendingRec.take(key, r.host.Pod)
 	if !ok {
-		return nil
-	}
-	drop := func() {
-		r.mu.Lock()
-		if cur, ok := r.pendingRec[key]; ok && cur == pr {
-			delete(r.pendingRec, key)
-		}
-		r.mu.Unlock()
-	}
-	ns, name, _ := strings.Cut(key, "/")
-	pod, err := r.host.Pod(ns, name)
-	if err != nil || string(pod.UID) != pr.uid {
-		drop()
-		return nil
+		return nil // nothing asked, or the pod is gone or replaced
 	}
 	var v any = pr.value
 	if pr.value == "" {
@@ -685,7 +672,7 @@ func (r *Runner) WriteRecommendation(ctx context.Context, key string) error {
 	if err := r.patchAnnotations(ctx, pod, map[string]any{v1alpha1.AnnotationRecommendation: v}); err != nil {
 		return err
 	}
-	drop()
+	r.pendingRec.done(key, pr)
 	return nil
 }
 
