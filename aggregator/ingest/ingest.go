@@ -151,6 +151,13 @@ func answer(w http.ResponseWriter, status int, a report.Answer) {
 
 func (h *Handler) refuse(w http.ResponseWriter, status int, result string, err error) {
 	h.m.reports.WithLabelValues(result).Inc()
+	answer(w, status, refusal(status, result, err))
+}
+
+// refusal is the answer to a refused report or fetch: its result, the
+// error, and when to retry (5 s when unavailable, 1 s when throttled, 10 s
+// when the node is over its rate).
+func refusal(status int, result string, err error) report.Answer {
 	a := report.Answer{Result: result}
 	if err != nil {
 		a.Error = err.Error()
@@ -164,7 +171,7 @@ func (h *Handler) refuse(w http.ResponseWriter, status int, result string, err e
 			a.RetryAfterSeconds = 10
 		}
 	}
-	answer(w, status, a)
+	return a
 }
 
 // authenticate returns the caller's identity or answers the refusal.
@@ -273,17 +280,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 func (h *Handler) getRecommendations(w http.ResponseWriter, r *http.Request) {
 	count := func(status int, result string, err error) {
 		h.m.fetches.WithLabelValues(result).Inc()
-		a := report.Answer{Result: result}
-		if err != nil {
-			a.Error = err.Error()
-		}
-		switch status {
-		case http.StatusServiceUnavailable:
-			a.RetryAfterSeconds = 5
-		case http.StatusTooManyRequests:
-			a.RetryAfterSeconds = 1
-		}
-		answer(w, status, a)
+		answer(w, status, refusal(status, result, err))
 	}
 	id, ok := h.authenticate(w, r, count)
 	if !ok {
