@@ -131,16 +131,7 @@ func (f WeightFormula) SharesToWeight(shares uint64) uint64 {
 // also carries usage_usec; v1 reports throttled_time in ns.
 func parseCPUStat(b []byte, v2 bool, st *Stats) error {
 	var seen int
-	for len(b) > 0 {
-		var line []byte
-		line, b = nextLine(b)
-		if len(line) == 0 {
-			continue
-		}
-		key, v, err := kvUint(line)
-		if err != nil {
-			return err
-		}
+	err := eachKV(b, func(key []byte, v uint64) bool {
 		switch string(key) {
 		case "usage_usec":
 			if v2 {
@@ -163,6 +154,10 @@ func parseCPUStat(b []byte, v2 bool, st *Stats) error {
 				seen++
 			}
 		}
+		return true
+	})
+	if err != nil {
+		return err
 	}
 	st.HasThrottling = seen == 3
 	if !v2 && !st.HasThrottling {

@@ -147,19 +147,14 @@ func parseMemoryStat(b []byte, v2 bool) (uint64, error) {
 // when the kernel has no such line. The one parser of that counter: the
 // reader's samples and agent/oomwatch's counter backend use it.
 func ParseOOMKills(b []byte) (n uint64, ok bool, err error) {
-	for len(b) > 0 {
-		var line []byte
-		line, b = nextLine(b)
-		if len(line) == 0 {
-			continue
-		}
-		key, v, err := kvUint(line)
-		if err != nil {
-			return 0, false, err
-		}
+	err = eachKV(b, func(key []byte, v uint64) bool {
 		if string(key) == "oom_kill" {
-			return v, true, nil
+			n, ok = v, true
 		}
+		return !ok
+	})
+	if err != nil {
+		return 0, false, err
 	}
-	return 0, false, nil
+	return n, ok, nil
 }

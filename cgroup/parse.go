@@ -99,6 +99,28 @@ func parseFixed2(b []byte) (uint64, error) {
 
 // kvUint parses a "key value" line of a flat-keyed file (cpu.stat,
 // memory.stat, memory.events, memory.oom_control).
+// eachKV calls f with the key and value of each non-empty "key value"
+// line of b (every value a decimal) until f returns false; the first
+// malformed line ends it with its error. The flat-keyed files' one loop
+// (cpu.stat, memory.events, memory.oom_control).
+func eachKV(b []byte, f func(key []byte, v uint64) bool) error {
+	for len(b) > 0 {
+		var line []byte
+		line, b = nextLine(b)
+		if len(line) == 0 {
+			continue
+		}
+		key, v, err := kvUint(line)
+		if err != nil {
+			return err
+		}
+		if !f(key, v) {
+			return nil
+		}
+	}
+	return nil
+}
+
 func kvUint(line []byte) (key []byte, v uint64, err error) {
 	key, val := cutField(line)
 	if len(key) == 0 {
