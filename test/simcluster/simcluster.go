@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgpilot/cgpilot/api/report"
+	"github.com/cgpilot/cgpilot/internal/loop"
 )
 
 // Usage is a pod's usage (cores, bytes) at t.
@@ -131,20 +132,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	for range 8 {
 		go c.kubelet(ctx)
 	}
-	go func() { // a missed event: look again every few seconds
-		t := time.NewTicker(3 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				for _, o := range c.pods.GetStore().List() {
-					enqueue(o)
-				}
-			}
+	go loop.Every(ctx, 3*time.Second, func() { // a missed event: look again every few seconds
+		for _, o := range c.pods.GetStore().List() {
+			enqueue(o)
 		}
-	}()
+	})
 	return c, nil
 }
 
