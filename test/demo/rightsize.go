@@ -211,8 +211,8 @@ func (r *run) showResize(ctx context.Context) error {
 		switch {
 		case p.Name != rz.Pod:
 			return "the web pod was replaced by " + p.Name
-		// The state says Applied until the next decision (a step later)
-		// finds the new requests Unchanged; lastApplied stays.
+		// The state says Resized until the kubelet and the cgroups show
+		// the change, then Applied until another change; lastApplied stays.
 		case !lowered || rec.LastApplied == nil:
 			return fmt.Sprintf("requests %s, %s: %s %s", resourcesString(c.Requests), v1alpha1.AnnotationRecommendation, rec.State, rec.Reason)
 		case len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].Resources == nil:

@@ -369,6 +369,21 @@ func (r *Runner) decideAll(now time.Time) {
 	}
 }
 
+// stateAfter is the pod's right-sizing state after decision d. A decision
+// that finds the spec at its target (Unchanged) keeps the last change's
+// own word: a resize accepted but not yet verified stays "Resized" (only
+// verify, from the kubelet's status and the cgroups, may call it Applied),
+// and one verified stays "Applied" with its lastApplied time. Overwritten
+// by the next step's Unchanged, Applied lasted from the verify to that step,
+// at times a few milliseconds, and a reader of the annotation could miss
+// that the change had been applied at all.
+func stateAfter(state, reason string, d rightsize.Decision) (string, string) {
+	if d.State == rightsize.StateUnchanged && (state == stateResized || state == stateApplied) {
+		return state, reason
+	}
+	return d.State, d.Why
+}
+
 // decide makes one pod's decision and acts on it.
 func (r *Runner) decide(p *corev1.Pod, now time.Time) {
 	in, step, ok := r.input(p, now)
@@ -388,12 +403,7 @@ func (r *Runner) decide(p *corev1.Pod, now time.Time) {
 	if d.Apply {
 		rp.lastResize = now
 	}
-	// A resize accepted but not yet verified stays "Resized" through a
-	// decision that finds the spec already at its target: only verify
-	// (the kubelet's status and the cgroups) may call it Applied.
-	if !(rp.state == stateResized && d.State == rightsize.StateUnchanged) {
-		rp.state, rp.reason = d.State, d.Why
-	}
+	rp.state, rp.reason = stateAfter(rp.state, rp.reason, d)
 	original := maps.Clone(rp.original)
 	r.mu.Unlock()
 	r.rep.Describe(in, d, original)
