@@ -526,10 +526,19 @@ func roundMemory(v float64) float64 {
 }
 
 // guardQoS says whether the changes would change the pod's QoS class.
+// p.QoS counts the init containers, whose resources are not in the
+// decision; their class does not change. The pod's class stays when its
+// app containers' stays, or when theirs after is the pod's (Guaranteed
+// only when the pod was; Burstable app containers make a Burstable pod
+// whatever the init containers set). Compared with p.QoS alone, a pod
+// whose Guaranteed app containers stay Guaranteed, made Burstable only by
+// an init container, read as "would change QoS" at every step and was
+// never resized.
 func guardQoS(p Pod, cds []ContainerDecision) bool {
-	after := make([]Requirements, len(cds))
+	before, after := make([]Requirements, len(cds)), make([]Requirements, len(cds))
 	for i, cd := range cds {
-		after[i] = cd.To
+		before[i], after[i] = cd.From, cd.To
 	}
-	return apipolicy.QoSOf(after) != p.QoS
+	to := apipolicy.QoSOf(after)
+	return to != apipolicy.QoSOf(before) && to != p.QoS
 }

@@ -98,6 +98,17 @@ func TestDecide(t *testing.T) {
 					t.Errorf("guaranteed pod became %s: %+v", apipolicy.QoSOf([]Requirements{to}), to)
 				}
 			}},
+		{"an init container made the pod burstable: its guaranteed app container is resized", Pod{QoS: "Burstable", Containers: []Container{func() Container {
+			c := burstable(2, 2, 2048*mib, 2048*mib)
+			c.WorkingSet, c.Usage = 10*mib, 10*mib
+			return c
+		}()}, Policies: []*Policy{policy(t, nil)}},
+			StateResize, true, func(t *testing.T, d Decision) {
+				to := d.Containers[0].To
+				if !(to.Requests.CPU < 1) || apipolicy.QoSOf([]Requirements{to}) != "Guaranteed" || d.Containers[0].CPUNote == NoteWouldChangeQoS {
+					t.Errorf("the app container: %+v (%s), note %s", to, apipolicy.QoSOf([]Requirements{to}), d.Containers[0].CPUNote)
+				}
+			}},
 		{"exclusive cores: memory only", Pod{QoS: "Guaranteed", Containers: []Container{func() Container {
 			c := burstable(2, 2, 2048*mib, 2048*mib)
 			c.ExclusiveCPUs = true
@@ -193,8 +204,12 @@ func TestDecide(t *testing.T) {
 			if d.State != tc.state || d.Apply != tc.apply {
 				t.Fatalf("state %s apply %v (%s), want %s %v", d.State, d.Apply, d.Why, tc.state, tc.apply)
 			}
+			// The pod's class stays: a lone app container keeps its own
+			// class or takes the pod's (an init container's class does
+			// not change).
 			for _, cd := range d.Containers {
-				if cd.Changed && apipolicy.QoSOf([]Requirements{cd.To}) != tc.pod.QoS && len(tc.pod.Containers) == 1 {
+				to := apipolicy.QoSOf([]Requirements{cd.To})
+				if cd.Changed && len(tc.pod.Containers) == 1 && to != tc.pod.QoS && to != apipolicy.QoSOf([]Requirements{cd.From}) {
 					t.Errorf("QoS class changed: %+v", cd.To)
 				}
 			}
