@@ -498,6 +498,17 @@ func sweepTick(interval time.Duration) time.Duration {
 	return interval / time.Duration(sweepSlices(interval))
 }
 
+// maxHousekeep bounds how often right-sizing's housekeeping walks every
+// pod: once a minute at most, once per SweepInterval when that is shorter
+// (the churn soak's 2 s).
+const maxHousekeep = time.Minute
+
+// housekeepEvery is right-sizing's housekeeping period for a sweep
+// interval.
+func housekeepEvery(interval time.Duration) time.Duration {
+	return min(interval, maxHousekeep)
+}
+
 // sweepSlice is the slice of pod uid among n.
 func sweepSlice(uid string, n int) int {
 	h := fnv.New32a()

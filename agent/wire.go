@@ -68,6 +68,7 @@ func (c *controller) newRightsizer() error {
 		Engine: engine, History: hist, OOM: oom, Reporter: rep,
 		NodeName: c.cfg.NodeName, ResyncPeriod: c.cfg.ResyncPeriod, SampleInterval: rc.SampleInterval.Duration,
 		CheckpointInterval: rc.CheckpointInterval.Duration, ForgetAfter: rc.ForgetAfter.Duration, AggregatorURL: c.cfg.Aggregator.URL,
+		HousekeepEvery: housekeepEvery(c.cfg.SweepInterval.Duration),
 	})
 	return nil
 }
@@ -137,6 +138,10 @@ func (h rsHost) Pods() []*corev1.Pod { return h.c.listPods() }
 func (h rsHost) Manages(p *corev1.Pod) bool { return !h.c.podInfo(p).Untouched }
 
 func (h rsHost) Requeue(p *corev1.Pod) { h.c.enqueue(keyOf(p.Namespace, p.Name), time.Now()) }
+
+func (h rsHost) RequeueAfter(p *corev1.Pod, d time.Duration) {
+	h.c.queue.AddAfter(keyOf(p.Namespace, p.Name), d)
+}
 
 // holdsExclusive says whether the pod runs on cores of its own (the pools'
 // or the kubelet's static CPU manager's).

@@ -44,6 +44,8 @@ type Host interface {
 	Manages(p *corev1.Pod) bool
 	// Requeue queues the pod for a reconcile (which calls Track).
 	Requeue(p *corev1.Pod)
+	// RequeueAfter queues the pod for a reconcile after d.
+	RequeueAfter(p *corev1.Pod, d time.Duration)
 }
 
 // PodRef names a pod an Event is about.
@@ -94,6 +96,10 @@ type Options struct {
 	SampleInterval     time.Duration
 	CheckpointInterval time.Duration
 	ForgetAfter        time.Duration
+	// HousekeepEvery is how often Sweep walks every pod (the unsampled
+	// safety net, forgetting gone workloads, pending reverts); 0: every
+	// Sweep.
+	HousekeepEvery time.Duration
 	// AggregatorURL is logged when reporting starts.
 	AggregatorURL string
 }

@@ -3,6 +3,7 @@
 package runner
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -26,10 +27,11 @@ import (
 type fakeHost struct {
 	idx cache.Indexer
 
-	mu       sync.Mutex
-	events   []Event
-	queued   []string
-	requeued []string
+	mu            sync.Mutex
+	events        []Event
+	queued        []string
+	requeued      []string
+	requeuedAfter []string
 }
 
 func (h *fakeHost) PodByUID(uid string) *corev1.Pod {
@@ -73,6 +75,12 @@ func (h *fakeHost) Requeue(p *corev1.Pod) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.requeued = append(h.requeued, podspec.Key(p.Namespace, p.Name))
+}
+
+func (h *fakeHost) RequeueAfter(p *corev1.Pod, d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.requeuedAfter = append(h.requeuedAfter, fmt.Sprintf("%s after %v", podspec.Key(p.Namespace, p.Name), d))
 }
 
 func (h *fakeHost) QueueStatus(key string) {

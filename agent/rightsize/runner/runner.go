@@ -62,7 +62,9 @@ type Runner struct {
 	hist    *history.Store
 	oom     *oomwatch.Watcher
 	owners  *ownerCache
-	apply   *applier
+	// housekept is when Sweep last walked every pod (HousekeepEvery).
+	housekept time.Time
+	apply     *applier
 	// bounds are the namespaces' LimitRanges and the node's allocatable,
 	// for the clamp.
 	bounds *nodeBounds
@@ -240,7 +242,17 @@ func (r *Runner) Track(p *corev1.Pod, untouched bool, qos cgroup.QoS) {
 		r.engine.SetResources(key, recommend.Resources{CPURequest: req.CPU, CPULimit: lim.CPU, MemoryRequest: req.Memory, MemoryLimit: lim.Memory})
 	}
 	if err := r.coll.Set(string(p.UID), targets); err != nil {
-		r.log.V(1).Info("sampling a container failed; retried at its next event", "pod", podspec.Key(p.Namespace, p.Name), "err", err.Error())
+		r.log.V(1).Info("sampling a container failed; retried", "pod", podspec.Key(p.Namespace, p.Name), "err", err.Error())
+	}
+	unsampled := false // a running container whose cgroup was not found or read
+	for _, id := range ids {
+		unsampled = unsampled || !r.coll.Sampled(id)
+	}
+	if unsampled && startedWithin(p, unsampledRetryFor) {
+		// A new container's cgroup may not be readable at its Running
+		// event, and no other event may come: asked again shortly,
+		// then by the housekeeping's safety net.
+		r.host.RequeueAfter(p, unsampledRetry)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -273,6 +285,23 @@ func (r *Runner) Track(p *corev1.Pod, untouched bool, qos cgroup.QoS) {
 	if fp := r.fingerprint(p); fp != rp.fingerprint {
 		rp.fingerprint, rp.next = fp, time.Time{}
 	}
+}
+
+// A running container Track could not sample is tried again every
+// unsampledRetry while it started less than unsampledRetryFor ago.
+const (
+	unsampledRetry    = 2 * time.Second
+	unsampledRetryFor = 2 * time.Minute
+)
+
+// startedWithin says whether a running container of p started within d.
+func startedWithin(p *corev1.Pod, d time.Duration) bool {
+	for _, st := range p.Status.ContainerStatuses {
+		if r := st.State.Running; r != nil && time.Since(r.StartedAt.Time) < d {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Runner) unwatchLocked(dir string) {
@@ -773,12 +802,24 @@ func (r *Runner) Sweep(ctx context.Context) {
 	if !r.apply.api {
 		r.apply.reassert()
 	}
+	r.housekeep(time.Now())
+}
+
+// housekeep is what walks every pod, at most once per HousekeepEvery (the
+// agent gives a minute at most): it runs when one has passed since the last
+// time, and says whether it ran.
+func (r *Runner) housekeep(now time.Time) bool {
+	if !r.housekept.IsZero() && now.Sub(r.housekept) < r.cfg.HousekeepEvery {
+		return false
+	}
+	r.housekept = now
 	r.revertPending()
 	r.requeueUnsampled()
-	r.forgetGone(time.Now())
+	r.forgetGone(now)
 	if n, err := r.hist.Dropped(); n > 0 && err != nil {
 		r.log.V(1).Info("history rows dropped", "rows", n, "reason", err.Error())
 	}
+	return true
 }
 
 // requeueUnsampled is sampling's safety net: a managed pod with a running

@@ -3,6 +3,7 @@
 package runner
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cgpilot/cgpilot/agent/history"
 )
 
 // TestSweepRequeuesUnsampledPods: the sweep queues again a managed pod
@@ -48,5 +51,34 @@ func TestSweepRequeuesUnsampledPods(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(r.m.unsampled); v != 1 {
 		t.Fatalf("cgpilot_unsampled_requeues_total %v, want 1", v)
+	}
+}
+
+// TestHousekeepingOncePerPeriod: what walks every pod (the unsampled
+// safety net among it) runs at the first sweep and then once per
+// HousekeepEvery, not at every sweep tick.
+func TestHousekeepingOncePerPeriod(t *testing.T) {
+	r, h := unitRightsizer(t)
+	r.cfg.HousekeepEvery = time.Minute
+	hist, err := history.Open(history.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.hist = hist
+	st := corev1.ContainerStatus{Name: "app", ContainerID: "containerd://unsampled", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}
+	if err := h.idx.Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "unsampled", UID: "uid-unsampled"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}, Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{st}}}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	var ran []bool
+	for _, at := range []time.Duration{0, 10 * time.Second, 59 * time.Second, time.Minute, 70 * time.Second} {
+		ran = append(ran, r.housekeep(t0.Add(at)))
+	}
+	if want := []bool{true, false, false, true, false}; !slices.Equal(ran, want) {
+		t.Fatalf("housekeeping ran %v at 0, 10 s, 59 s, 60 s, 70 s; want %v", ran, want)
+	}
+	if len(h.requeued) != 2 {
+		t.Fatalf("the unsampled pod queued %d times, want 2 (once per housekeeping)", len(h.requeued))
 	}
 }

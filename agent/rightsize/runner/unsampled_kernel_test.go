@@ -1,0 +1,55 @@
+//go:build linux
+
+package runner
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cgpilot/cgpilot/cgroup"
+	"github.com/cgpilot/cgpilot/test/cgtest"
+	"github.com/cgpilot/cgpilot/test/tier"
+)
+
+// TestTrackRetriesANewUnsampledContainer (kernel tier: real cgroups): a
+// container running for less than unsampledRetryFor whose cgroup is not
+// there yet when Track sees it is asked again after unsampledRetry,
+// without waiting for the housekeeping's safety net; an older one is left
+// to the safety net; once its cgroup is there the retry samples it and
+// asks no more.
+func TestTrackRetriesANewUnsampledContainer(t *testing.T) {
+	tier.Kernel(t)
+	k := cgtest.NewKubeletTree(t, "cgroupfs")
+	kp, err := cgroup.OpenKubepods(k.SB.AsRoots(), cgroup.KubepodsConfig{Layout: cgroup.LayoutConfig{Driver: cgroup.DriverCgroupfs, KubepodsPath: "/" + k.KubepodsName}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, h := unitRightsizer(t)
+	r.cgroups = kp
+	const id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	pod := func(name string, started time.Time) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}},
+			Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "app", ContainerID: "containerd://" + id,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}}}}}
+	}
+	r.Track(pod("fresh", time.Now().Add(-5*time.Second)), false, cgroup.QoSBurstable)
+	r.Track(pod("old", time.Now().Add(-10*time.Minute)), false, cgroup.QoSBurstable)
+	if got, want := strings.Join(h.requeuedAfter, ","), fmt.Sprintf("default/fresh after %v", unsampledRetry); got != want {
+		t.Fatalf("requeued %q, want %q", got, want)
+	}
+	k.SB.MkdirPod("cgroupfs", "burstable", "uid-fresh", id)
+	r.Track(pod("fresh", time.Now().Add(-7*time.Second)), false, cgroup.QoSBurstable)
+	if !r.coll.Sampled("containerd://" + id) {
+		t.Fatal("the container is not sampled once its cgroup is there")
+	}
+	if len(h.requeuedAfter) != 1 {
+		t.Fatalf("requeued %v after the container was sampled", h.requeuedAfter)
+	}
+}
