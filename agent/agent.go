@@ -110,7 +110,7 @@ func newAgent(ctx context.Context, cfg Config, kc kube.Interface, h *health, mou
 	sink := newGatedSink(kc.Events)
 	bc.StartRecordingToSink(sink)
 	rec := bc.NewRecorder(kube.Scheme, corev1.EventSource{Component: "cgpilot-agent", Host: cfg.NodeName})
-	inf, err := newPodInformer(kc, cfg.NodeName, cfg.ResyncPeriod)
+	inf, err := newPodInformer(kc, cfg.NodeName, cfg.ResyncPeriod, cfg.SweepInterval.Duration)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"maps"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,16 +21,29 @@ import (
 // and cgroup events from the kernel both become workqueue keys: the single
 // hand-off before reconcile.go.
 
-const uidIndex = "uid"
+// The pod cache's indexes: by UID, and by the sweep's slice.
+const (
+	uidIndex   = "uid"
+	sliceIndex = "sweep-slice"
+)
 
 // newPodInformer watches only this node's pods (spec.nodeName field
 // selector), indexed by UID for the cgroup watcher.
-func newPodInformer(kc kube.Interface, nodeName string, resync time.Duration) (cache.SharedIndexInformer, error) {
+func newPodInformer(kc kube.Interface, nodeName string, resync, sweepInterval time.Duration) (cache.SharedIndexInformer, error) {
+	slices := sweepSlices(sweepInterval)
 	inf := cache.NewSharedIndexInformer(kc.Pods(nodeName), &corev1.Pod{}, resync, cache.Indexers{
 		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
 		uidIndex: func(obj any) ([]string, error) {
 			if p, ok := obj.(*corev1.Pod); ok {
 				return []string{string(p.UID)}, nil
+			}
+			return nil, nil
+		},
+		// The sweep's slice of each pod, kept by the cache: a sweep tick
+		// reads its slice's pods, not every pod.
+		sliceIndex: func(obj any) ([]string, error) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				return []string{strconv.Itoa(sweepSlice(string(p.UID), slices))}, nil
 			}
 			return nil, nil
 		},

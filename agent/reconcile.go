@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -522,12 +523,20 @@ func (c *controller) sweep(ctx context.Context, slice int) {
 	defer c.health.swept()
 	c.probeAPI(ctx)
 	c.refreshKubeletState(ctx)
-	n := sweepSlices(c.cfg.SweepInterval.Duration)
-	var some []pools.Pod
-	for _, p := range c.listPods() {
-		if slice == allSlices || n == 1 || sweepSlice(string(p.UID), n) == slice {
-			some = append(some, c.podInfo(p))
+	var pods []*corev1.Pod
+	if slice == allSlices {
+		pods = c.listPods()
+	} else {
+		objs, _ := c.indexer.ByIndex(sliceIndex, strconv.Itoa(slice))
+		for _, o := range objs {
+			if p, ok := o.(*corev1.Pod); ok {
+				pods = append(pods, p)
+			}
 		}
+	}
+	var some []pools.Pod
+	for _, p := range pods {
+		some = append(some, c.podInfo(p))
 	}
 	sort.Slice(some, func(i, j int) bool { return some[i].Key < some[j].Key })
 	res := c.pools.Sweep(some)
@@ -540,14 +549,21 @@ func (c *controller) sweep(ctx context.Context, slice int) {
 	}
 	// A release that failed (its checkpoint write) is retried from here
 	// too: a deleted pod's key stays known until its release succeeds.
-	c.mu.Lock()
+	// Only pods holding cores can be such a pod: they are walked, not
+	// every known pod.
 	var retry []string
-	for key, k := range c.known {
-		if _, held := c.pools.State().Assignment(k.UID); held && c.podByUID(k.UID) == nil {
+	for _, a := range c.pools.State().Assignments() {
+		if c.podByUID(a.UID) != nil {
+			continue
+		}
+		key := keyOf(a.Namespace, a.Name)
+		c.mu.Lock()
+		k := c.known[key]
+		c.mu.Unlock()
+		if k != nil && k.UID == a.UID {
 			retry = append(retry, key)
 		}
 	}
-	c.mu.Unlock()
 	for _, key := range retry {
 		c.queue.Add(key)
 	}

@@ -2,8 +2,16 @@ package agent
 
 import (
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/cgpilot/cgpilot/agent/kube/kubetest"
 )
 
 // TestSweepSlices: the safety-net sweep checks each pod once per interval,
@@ -45,6 +53,48 @@ func TestSweepSlices(t *testing.T) {
 	for s, c := range count {
 		if c > 2*1000/n {
 			t.Errorf("slice %d holds %d of 1,000 pods (fair share %d)", s, c, 1000/n)
+		}
+	}
+}
+
+// TestSweepSliceIndex: the pod cache's slice index hands each sweep tick
+// the pods of its slice, every pod in exactly one slice, as sweepSlice
+// places them.
+func TestSweepSliceIndex(t *testing.T) {
+	interval := 5 * time.Minute
+	inf, err := newPodInformer(kubetest.New(fake.NewClientset(), nil), "node-a", 0, interval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := inf.GetIndexer()
+	const pods = 300
+	for i := range pods {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("p%d", i), UID: types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", i*7919, i))}}
+		if err := idx.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := sweepSlices(interval)
+	seen := map[string]int{}
+	for s := range n {
+		objs, err := idx.ByIndex(sliceIndex, strconv.Itoa(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			p := o.(*corev1.Pod)
+			if got := sweepSlice(string(p.UID), n); got != s {
+				t.Errorf("%s indexed in slice %d, sweepSlice says %d", p.Name, s, got)
+			}
+			seen[p.Name]++
+		}
+	}
+	if len(seen) != pods {
+		t.Errorf("the slices hold %d of %d pods", len(seen), pods)
+	}
+	for name, c := range seen {
+		if c != 1 {
+			t.Errorf("%s in %d slices", name, c)
 		}
 	}
 }
