@@ -29,6 +29,7 @@ const (
 	loopResize       = runner.LoopResize       // the applier, per pod key (agent/rightsize/runner)
 	loopOOM          = runner.LoopOOM          // the OOM watcher's consumer: OOM bumps (agent/rightsize/runner)
 	loopCheckpoint   = runner.LoopCheckpoint   // the histograms' checkpoints (agent/rightsize/runner)
+	loopOwners       = runner.LoopOwners       // the owner lookups of ReplicaSets and Jobs (agent/rightsize/runner)
 	loopReport       = reporter.LoopReport     // the report windows and merged fetches (agent/reporter)
 	loopReportSend   = reporter.LoopReportSend // the report client's sender (agent/reporter)
 	loopHealthHTTP   = "health-http"           // /healthz, /readyz, /metrics requests (agent.go)
@@ -39,7 +40,7 @@ const (
 
 // loops are every loop label, exported at 0 from the start.
 var loops = []string{loopReconcile, loopStatus, loopSweep, loopPodEvents, loopCgroupEvents, loopPolicyEvents, loopSample,
-	loopDecide, loopResize, loopOOM, loopCheckpoint, loopReport, loopReportSend, loopHealthHTTP, loopMetricsHTTP, loopLocalAPI, loopOOMWatch}
+	loopDecide, loopResize, loopOOM, loopCheckpoint, loopOwners, loopReport, loopReportSend, loopHealthHTTP, loopMetricsHTTP, loopLocalAPI, loopOOMWatch}
 
 // newGuard is the controller's loop.Guard: it counts and logs.
 func (c *controller) newGuard() *loop.Guard {

@@ -66,6 +66,7 @@ const (
 	LoopResize       = "resize"          // the applier, per pod key (apply.go)
 	LoopOOM          = "oom"             // the OOM watcher's consumer: OOM bumps (oom.go)
 	LoopCheckpoint   = "checkpoint"      // the histograms' checkpoints (runner.go)
+	LoopOwners       = "owners"          // the owner lookups of ReplicaSets and Jobs (workload.go)
 )
 
 // Options are what New needs: the parts the agent built from its

@@ -74,8 +74,6 @@ const (
 	ownerTries = 6
 	// maxOwners bounds both maps (a node sees far fewer owners).
 	maxOwners = 10000
-	// LoopOwners is the owner lookups' loop label.
-	LoopOwners = "owners"
 )
 
 // The backoff between GETs of an owner while the API server fails.
@@ -113,7 +111,7 @@ func (o *ownerCache) workloadOf(p *corev1.Pod) report.Workload {
 	var asked bool
 	parent := func(kind, name string) (*report.Owner, bool) {
 		asked = true
-		pr, ok := o.cached(ref.UID)
+		pr, ok := o.known(ref.UID)
 		switch {
 		case !ok:
 			return nil, false
@@ -129,15 +127,19 @@ func (o *ownerCache) workloadOf(p *corev1.Pod) report.Workload {
 	return wl
 }
 
-func (o *ownerCache) cached(uid types.UID) (parentRef, bool) {
+// known is the last answer for an owner, however old: a pod keeps its
+// workload while an answer past ownerTTL is asked again (naming it by its
+// direct owner meanwhile would move its samples for a moment).
+func (o *ownerCache) known(uid types.UID) (parentRef, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	pr, ok := o.parents[uid]
-	return pr, ok && time.Since(pr.at) < ownerTTL
+	return pr, ok
 }
 
-// askLater queues a GET of ref unless its answer is cached; p, named wl
-// meanwhile, is queued again if the answer names it otherwise.
+// askLater queues a GET of ref unless its answer is younger than
+// ownerTTL; p, named wl meanwhile, is queued again if the answer names it
+// otherwise.
 func (o *ownerCache) askLater(p *corev1.Pod, ref *metav1.OwnerReference, wl report.Workload) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -206,3 +206,32 @@ func TestWorkloadOfGivesUpOnAFailingAPIServer(t *testing.T) {
 		t.Errorf("after the API server came back: %v, want CronJob/nightly", got)
 	}
 }
+
+// TestWorkloadOfKeepsAnExpiredAnswerWhileAskingAgain: an answer older
+// than ownerTTL still names the pod (its samples do not move to its
+// direct owner for a moment) while the owner is asked again.
+func TestWorkloadOfKeepsAnExpiredAnswerWhileAskingAgain(t *testing.T) {
+	b := newOwnerBed(t, nil, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "nightly-1", OwnerReferences: controlledBy("CronJob", "nightly")}})
+	p := ownedPod("nightly-1-x", controlledBy("Job", "nightly-1"), nil)
+	b.o.workloadOf(p)
+	b.settled(t)
+	want := report.Workload{Namespace: "shop", Kind: "CronJob", Name: "nightly"}
+	if got := b.o.workloadOf(p); got != want {
+		t.Fatalf("named %v, want %v", got, want)
+	}
+	b.o.mu.Lock()
+	pr := b.o.parents["uid-nightly-1"]
+	pr.at = pr.at.Add(-ownerTTL - time.Minute)
+	b.o.parents["uid-nightly-1"] = pr
+	b.o.mu.Unlock()
+	if got := b.o.workloadOf(p); got != want {
+		t.Errorf("with an expired answer: %v, want %v kept", got, want)
+	}
+	b.settled(t)
+	if n := b.gets.Load(); n != 2 {
+		t.Errorf("%d GETs, want 2 (the first and the refresh)", n)
+	}
+	if got := b.requeues(); len(got) != 1 {
+		t.Errorf("requeued %v, want only the first answer's requeue (the refresh named it the same)", got)
+	}
+}
