@@ -215,9 +215,7 @@ func (b *oomBed) pod(t testing.TB, name string) (uid types.UID, podRel, ctrRel s
 // startPod is pod without waiting for the agent.
 func (b *oomBed) startPod(t testing.TB, name string) (uid types.UID, podRel, ctrRel string) {
 	t.Helper()
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	uid = types.UID(fmt.Sprintf("0e5c1f3a-7d2b-4c8e-9f1a-%012x", h.Sum64()&(1<<48-1)))
+	uid = bedUID(name)
 	id := fmt.Sprintf("%064x", []byte(name))[:64]
 	lim := resource.MustParse(fmt.Sprintf("%dMi", oomLimitMiB))
 	p := &corev1.Pod{
@@ -239,6 +237,13 @@ func (b *oomBed) startPod(t testing.TB, name string) (uid types.UID, podRel, ctr
 		t.Fatal(err)
 	}
 	return uid, podRel, ctrRel
+}
+
+// bedUID is the UID startPod gives pod name.
+func bedUID(name string) types.UID {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return types.UID(fmt.Sprintf("0e5c1f3a-7d2b-4c8e-9f1a-%012x", h.Sum64()&(1<<48-1)))
 }
 
 func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/cgpilot/cgpilot/agent/rightsize"
 	"github.com/cgpilot/cgpilot/api/report"
 	"github.com/cgpilot/cgpilot/test/cgtest"
 )
@@ -155,6 +156,56 @@ func TestOOMKillLoopCeiling(t *testing.T) {
 	}
 	if last := limits[len(limits)-1]; last != ceiling>>20 {
 		t.Errorf("the limit ends at %d MiB, want it held at the ceiling %d MiB", last, ceiling>>20)
+	}
+}
+
+// TestOOMBumpsCountAcrossARestart: an agent restarted after a container's
+// third raise of the day grants it no fourth. The bed starts on the state
+// directory a previous agent left (three bumps of the container an hour
+// ago, the default maxOOMBumpsPerDay); one real kill then gives a
+// MemoryNotRaised Warning and the limit stays. Before the bump log, a
+// restart forgot the bumps and raised again.
+func TestOOMBumpsCountAcrossARestart(t *testing.T) {
+	const name = "restarted"
+	b := newBed(t, "auto", bedOptions{
+		policy: map[string]any{"mode": "InPlace", "oomFactor": 0.2},
+		setup: func(cfg *Config, _ *fake.Clientset) {
+			before, _, err := rightsize.NewEngine(rightsize.EngineOptions{CheckpointDir: cfg.Rightsizing.StateDir})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 3; i > 0; i-- {
+				at := time.Now().Add(-time.Duration(i) * time.Hour)
+				if err := before.RecordBump(string(bedUID(name))+"/app", at, rightsize.OOMWindow); err != nil {
+					t.Fatal(err)
+				}
+			}
+		},
+	})
+	_, podRel, ctrRel := b.pod(t, name)
+	p := b.k.SB.Start(ctrRel, cgtest.Hog, 1024)
+	if exited, _ := p.Wait(10 * time.Second); !exited || !p.Signaled(syscall.SIGKILL) {
+		p.Kill()
+		t.Fatalf("the hog was not OOM-killed under %d MiB", oomLimitMiB)
+	}
+	waitFor(t, "the kill handled", 10*time.Second, func() bool {
+		r := b.eventReasons(name)
+		return countOf(r, "MemoryRaised")+countOf(r, "MemoryNotRaised") >= 1
+	})
+	var msg string
+	for _, e := range b.a.c.events.Recent("default", name) {
+		if e.Reason == "MemoryRaised" {
+			t.Fatalf("a fourth raise in a day after a restart: %s", e.Message)
+		}
+		if e.Reason == "MemoryNotRaised" {
+			msg = e.Message
+		}
+	}
+	if !strings.Contains(msg, "3 bump(s)") {
+		t.Fatalf("MemoryNotRaised says %q, want it to count the 3 bumps before the restart", msg)
+	}
+	if ctr, pod := b.limit(t, ctrRel), b.limit(t, podRel); ctr != oomLimitMiB<<20 || pod != oomLimitMiB<<20 {
+		t.Fatalf("limits container %d, pod %d: want the spec's %d MiB", ctr, pod, oomLimitMiB)
 	}
 }
 

@@ -30,6 +30,9 @@ type Engine struct {
 	cache map[cacheKey]cached
 	// ooms are the recent kills per container instance, for the bump.
 	ooms map[string][]time.Time
+	// bumps are the OOM bumps per container instance, for the policy's
+	// maxOOMBumpsPerDay, kept in the checkpoint directory (bumps.go).
+	bumps map[string][]time.Time
 	// spec are the resources in force per key, for the limit ratio.
 	spec map[string]recommend.Resources
 }
@@ -55,18 +58,25 @@ type EngineOptions struct {
 	CheckpointDir string
 }
 
-// NewEngine returns an Engine, loading each preset's checkpoint. A corrupt
-// checkpoint is moved aside and its preset starts fresh (the error is
-// returned in the list); a checkpoint of a newer format is an error:
-// overwriting it would destroy a newer agent's state.
+// NewEngine returns an Engine, loading each preset's checkpoint and the
+// OOM bump log. A corrupt checkpoint is moved aside and its preset (or
+// the bump counts) starts fresh (the error is returned in the list); a
+// preset checkpoint of a newer format is an error: overwriting it would
+// destroy a newer agent's state.
 func NewEngine(o EngineOptions) (*Engine, []error, error) {
 	e := &Engine{dir: o.CheckpointDir, def: o.DefaultPreset, recs: map[string]*recommend.Recommender{},
 		recorders: map[string]map[string]*recommend.Recorder{}, cache: map[cacheKey]cached{}, ooms: map[string][]time.Time{}, spec: map[string]recommend.Resources{}}
 	if e.def == "" {
 		e.def = recommend.DefaultPreset
 	}
-	warns, err := e.ensure(append([]string{e.def}, o.Presets...))
-	return e, warns, err
+	var warns []error
+	bumps, err := openBumps(e.dir, time.Now())
+	if err != nil {
+		warns = append(warns, err)
+	}
+	e.bumps = bumps
+	more, err := e.ensure(append([]string{e.def}, o.Presets...))
+	return e, append(warns, more...), err
 }
 
 // checkpoint is the file of one preset.
@@ -228,11 +238,12 @@ func (e *Engine) Keys() []string {
 	return keys
 }
 
-// ExpireKills drops the OOM kills older than window, so that containers
-// that are gone leave nothing behind.
+// ExpireKills drops the OOM kills and bumps older than window, so that
+// containers that are gone leave nothing behind.
 func (e *Engine) ExpireKills(now time.Time, window time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.expireBumps(now, window)
 	for inst, ts := range e.ooms {
 		if len(ts) == 0 || now.Sub(ts[len(ts)-1]) > window {
 			delete(e.ooms, inst)

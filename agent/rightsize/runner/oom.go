@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -93,11 +92,10 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 		r.m.oomBumps.WithLabelValues("not-applied").Inc()
 		return
 	}
-	kills := r.engine.Kills(ref.uid+"/"+ref.container, ev.Time, rightsize.OOMWindow)
-	r.mu.Lock()
-	bumps := recent(rp.oomBumps[ref.container], ev.Time, rightsize.OOMWindow)
-	r.mu.Unlock()
-	to, clamped, why := rightsize.OOMBump(in, pol, ref.container, usage, kills, len(bumps))
+	instance := ref.uid + "/" + ref.container
+	kills := r.engine.Kills(instance, ev.Time, rightsize.OOMWindow)
+	bumps := r.engine.Bumps(instance, ev.Time, rightsize.OOMWindow)
+	to, clamped, why := rightsize.OOMBump(in, pol, ref.container, usage, kills, bumps)
 	if why != "" {
 		r.m.oomBumps.WithLabelValues("at-limit").Inc()
 		r.host.Emit(who, Event{Warning: true, Reason: "MemoryNotRaised",
@@ -125,11 +123,10 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 			}
 		}
 	}
-	r.mu.Lock()
-	if rp.oomBumps == nil {
-		rp.oomBumps = map[string][]time.Time{}
+	if err := r.engine.RecordBump(instance, ev.Time, rightsize.OOMWindow); err != nil {
+		r.log.Error(err, "the OOM bump log")
 	}
-	rp.oomBumps[ref.container] = append(bumps, ev.Time)
+	r.mu.Lock()
 	if rp.oomFloor == nil {
 		rp.oomFloor = map[string]float64{}
 	}
@@ -137,23 +134,12 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 	rp.oomFloorUntil = ev.Time.Add(rightsize.OOMWindow)
 	r.mu.Unlock()
 	summary := fmt.Sprintf("%s: memory limit %s→%s after %d OOM kill(s) in %v (bump %d of at most %d)", ref.container,
-		local.FormatMemory(c.Spec.Limits.Memory), local.FormatMemory(to.Limits.Memory), kills, rightsize.OOMWindow, len(bumps)+1, pol.MaxOOMBumpsPerDay)
+		local.FormatMemory(c.Spec.Limits.Memory), local.FormatMemory(to.Limits.Memory), kills, rightsize.OOMWindow, bumps+1, pol.MaxOOMBumpsPerDay)
 	if len(clamped) > 0 {
 		summary += "; clamped: " + policy.Bindings(clamped)
 	}
 	r.host.Emit(who, Event{Reason: "MemoryRaised", Message: summary})
 	r.apply.requestBump(p, ref.container, to, summary)
-}
-
-// recent are the times in ts within window before now.
-func recent(ts []time.Time, now time.Time, window time.Duration) []time.Time {
-	var out []time.Time
-	for _, t := range ts {
-		if now.Sub(t) < window {
-			out = append(out, t)
-		}
-	}
-	return out
 }
 
 // bumpCgroups raises a container's memory limit, and its pod's by as much

@@ -136,10 +136,6 @@ type rsPod struct {
 	// restart, applied as the recommendation annotation says): the next
 	// waits a step.
 	lastResize time.Time
-	// oomBumps are the times of each container's OOM bumps, for the
-	// policy's maxOOMBumpsPerDay (kept in memory: a restart forgets
-	// them).
-	oomBumps map[string][]time.Time
 	// refused is the lowest memory limit pods/resize refused to keep for
 	// each container after an OOM bump: later bumps stay below it.
 	refused map[string]float64

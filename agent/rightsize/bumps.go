@@ -1,0 +1,185 @@
+package rightsize
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/cgpilot/cgpilot/internal/atomicfile"
+)
+
+// bumps.go: the times of each container's OOM bumps, which the policy's
+// maxOOMBumpsPerDay counts. They live in the agent's own state directory,
+// not in the pod's annotation: a tenant can edit its pods' annotations,
+// and forgetting the bumps at a restart would grant a container more
+// raises that day than its policy allows. The file is small (at most
+// maxBumpsKept times per container instance, instances of the last
+// OOMWindow), JSON with a SHA-256 of its content, written through
+// atomicfile on each bump (a rare event, after the cgroup write).
+
+// bumpsFile is the bump log's file in the checkpoint directory.
+const bumpsFile = "oom-bumps.checkpoint"
+
+// bumpsVersion is the bump log's format.
+const bumpsVersion = 1
+
+// maxBumpsKept bounds the times kept per instance: the policy's
+// maxOOMBumpsPerDay is at most 24.
+const maxBumpsKept = 32
+
+// maxBumpsFileBytes bounds what a load reads.
+const maxBumpsFileBytes = 4 << 20
+
+// ErrCorruptBumps is the Kind of a bump log that does not verify.
+var ErrCorruptBumps = errors.New("corrupt OOM bump log")
+
+type bumpsDisk struct {
+	Version  int    `json:"version"`
+	Checksum string `json:"checksum"`
+	// Bumps are the bump times of each container instance ("<pod
+	// UID>/<container>"), in Unix nanoseconds.
+	Bumps map[string][]int64 `json:"bumps"`
+}
+
+func bumpsChecksum(b map[string][]int64) string {
+	data, _ := json.Marshal(b) // map keys are sorted: stable
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// loadBumps reads the bump log at path. A time after now counts as now
+// (the clock went back, or the file came from elsewhere): it is still a
+// bump. A missing file is an empty log.
+func loadBumps(path string, now time.Time) (map[string][]time.Time, error) {
+	out := map[string][]time.Time{}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return out, fmt.Errorf("OOM bump log: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxBumpsFileBytes+1))
+	if err != nil {
+		return out, fmt.Errorf("OOM bump log: %w", err)
+	}
+	corrupt := func(reason string) error {
+		return &atomicfile.CorruptError{Path: path, Reason: reason, Kind: ErrCorruptBumps}
+	}
+	if len(data) > maxBumpsFileBytes {
+		return out, corrupt(fmt.Sprintf("larger than %d bytes", maxBumpsFileBytes))
+	}
+	var d bumpsDisk
+	if err := json.Unmarshal(data, &d); err != nil {
+		return out, corrupt(err.Error())
+	}
+	if d.Version != bumpsVersion {
+		return out, corrupt(fmt.Sprintf("version %d, this agent reads %d", d.Version, bumpsVersion))
+	}
+	if got := bumpsChecksum(d.Bumps); got != d.Checksum {
+		return out, &atomicfile.CorruptError{Path: path, Want: d.Checksum, Got: got, Kind: ErrCorruptBumps}
+	}
+	for inst, ts := range d.Bumps {
+		if len(ts) > maxBumpsKept {
+			return map[string][]time.Time{}, corrupt(fmt.Sprintf("%d bumps of %s", len(ts), inst))
+		}
+		for _, n := range ts {
+			t := time.Unix(0, n)
+			if t.After(now) {
+				t = now
+			}
+			out[inst] = append(out[inst], t)
+		}
+	}
+	return out, nil
+}
+
+// saveBumps writes the log's times within window before now.
+func saveBumps(path string, log map[string][]time.Time, now time.Time, window time.Duration) error {
+	d := bumpsDisk{Version: bumpsVersion, Bumps: map[string][]int64{}}
+	for inst, ts := range log {
+		for _, t := range ts {
+			if now.Sub(t) < window {
+				d.Bumps[inst] = append(d.Bumps[inst], t.UnixNano())
+			}
+		}
+	}
+	d.Checksum = bumpsChecksum(d.Bumps)
+	data, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, data, 0o600)
+}
+
+// openBumps loads the bump log of checkpoint directory dir; a corrupt
+// log is quarantined and the log starts empty (the error says so).
+func openBumps(dir string, now time.Time) (map[string][]time.Time, error) {
+	if dir == "" {
+		return map[string][]time.Time{}, nil
+	}
+	path := filepath.Join(dir, bumpsFile)
+	_, _ = atomicfile.Clean(path, 3)
+	log, err := loadBumps(path, now)
+	var ce *atomicfile.CorruptError
+	if errors.As(err, &ce) {
+		if aside, qerr := atomicfile.Quarantine(path, now); qerr == nil {
+			err = fmt.Errorf("%w (moved aside as %s; the OOM bump counts start at 0)", err, aside)
+		}
+	}
+	return log, err
+}
+
+// Bumps is how many OOM bumps container instance ("<pod UID>/<container>")
+// had within window before now.
+func (e *Engine) Bumps(instance string, now time.Time, window time.Duration) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, t := range e.bumps[instance] {
+		if now.Sub(t) < window {
+			n++
+		}
+	}
+	return n
+}
+
+// RecordBump records an OOM bump of instance at t and writes the bump log
+// (with a checkpoint directory). The bump counts even when the write
+// fails; the error says the count may not survive a restart.
+func (e *Engine) RecordBump(instance string, t time.Time, window time.Duration) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ts := append(e.bumps[instance], t)
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+	if len(ts) > maxBumpsKept {
+		ts = ts[len(ts)-maxBumpsKept:]
+	}
+	e.bumps[instance] = ts
+	if e.dir == "" {
+		return nil
+	}
+	if err := saveBumps(filepath.Join(e.dir, bumpsFile), e.bumps, t, window); err != nil {
+		return fmt.Errorf("OOM bump of %s counted, but not saved (a restart forgets it): %w", instance, err)
+	}
+	return nil
+}
+
+// expireBumps drops the instances whose last bump is older than window.
+// e.mu held.
+func (e *Engine) expireBumps(now time.Time, window time.Duration) {
+	for inst, ts := range e.bumps {
+		if len(ts) == 0 || now.Sub(ts[len(ts)-1]) >= window {
+			delete(e.bumps, inst)
+		}
+	}
+}
