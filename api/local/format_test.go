@@ -24,6 +24,10 @@ func TestFormats(t *testing.T) {
 		{2 << 30, "1048576", "2Gi", "2048Mi"},
 		{12.5 * (1 << 30), "1048576", "12800Mi", "12.5Gi"},
 		{math.Inf(1), "0", "0", "0"},
+		// Memory past int64's range is written as its largest (before,
+		// 1e20 bytes wrapped to "-8589934592Gi").
+		{1 << 62, "1048576", "4294967296Gi", "4294967296.0Gi"},
+		{1e20, "1048576", "9223372036854775807", "93132257461.5Gi"},
 	} {
 		if got := FormatCPU(tc.v); got != tc.cpu {
 			t.Errorf("FormatCPU(%v) = %q, want %q", tc.v, got, tc.cpu)

@@ -142,10 +142,16 @@ func HumanMemory(bytes float64) string {
 	return fmt.Sprintf("%.1fGi", bytes/(1<<30))
 }
 
-// FormatMemory writes bytes as a Kubernetes quantity (Mi or Gi when exact).
+// FormatMemory writes bytes as a Kubernetes quantity (Mi or Gi when
+// exact), rounded up to a whole byte; NaN, ±Inf and values ≤ 0 are "0",
+// and values past int64's range are its largest (a float conversion past
+// it is undefined in Go and wrapped to a negative here).
 func FormatMemory(bytes float64) string {
 	if bytes <= 0 || math.IsNaN(bytes) || math.IsInf(bytes, 0) {
 		return "0"
+	}
+	if bytes >= math.MaxInt64 { // 2^63 as a float64: no int64 holds it
+		return strconv.FormatInt(math.MaxInt64, 10)
 	}
 	b := int64(math.Ceil(bytes - 1e-6))
 	switch {
