@@ -89,6 +89,10 @@ func testEveryLoopRecovers(t *testing.T, backend string) {
 		}
 		return out
 	}
+	// The pods belong to a ReplicaSet, so that the owner lookups run (the
+	// fake API server does not know it: the lookup ends in NotFound).
+	controller := true
+	b.owner = &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-6d4b9c7f8", UID: "7f1c2d3e-0000-4000-8000-000000000001", Controller: &controller}
 	// The first pod's informer event is the one the pod-informer loop
 	// loses to its panic; the agent hears of it again from the next change.
 	b.startPod(t, "first")

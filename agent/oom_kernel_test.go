@@ -57,6 +57,8 @@ type oomBed struct {
 	mu   sync.Mutex
 	lat  []time.Duration // kill -> limit written, from the agent's hook
 	seen []time.Duration // kill -> event read, oomwatch alone (BPF only)
+	// owner, when set, is the controller of the pods startPod makes.
+	owner *metav1.OwnerReference
 }
 
 // newOOMBed runs the agent, with right-sizing on and an InPlace policy for
@@ -228,6 +230,9 @@ func (b *oomBed) startPod(t testing.TB, name string) (uid types.UID, podRel, ctr
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBurstable,
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", ContainerID: "containerd://" + id, Ready: true,
 				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}},
+	}
+	if b.owner != nil {
+		p.OwnerReferences = []metav1.OwnerReference{*b.owner}
 	}
 	podRel, ctrs := b.k.SB.MkdirPod("cgroupfs", "Burstable", string(uid), id)
 	ctrRel = ctrs[0]
