@@ -55,7 +55,7 @@
 // pod. Bad input from a pod never changes anything but that pod's status:
 // no other pod's cgroup, no allocation, no checkpoint byte. Every
 // long-lived loop (loops.go lists them: reconcile and status workers,
-// sweep, sampling, decisions, resizes, OOM bumps, reports, informer and
+// sweep, sampling, decisions, resizes, owner lookups, OOM bumps, reports, informer and
 // cgroup-watch handlers, the HTTP servers) runs its iterations under one
 // loop.Guard (internal/loop): a panic is recovered, counted in
 // cgpilot_recovered_panics_total{loop}, logged with its stack, and the
