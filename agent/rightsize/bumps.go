@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -156,19 +157,32 @@ func (e *Engine) Bumps(instance string, now time.Time, window time.Duration) int
 // RecordBump records an OOM bump of instance at t and writes the bump log
 // (with a checkpoint directory). The bump counts even when the write
 // fails; the error says the count may not survive a restart.
+//
+// The file is written outside e.mu (an fsync must not hold up sampling
+// and decisions), under bumpsWrite, from a copy taken with the bump: two
+// writers never interleave, and the last file holds every bump recorded.
 func (e *Engine) RecordBump(instance string, t time.Time, window time.Duration) error {
+	e.bumpsWrite.Lock()
+	defer e.bumpsWrite.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	ts := append(e.bumps[instance], t)
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
 	if len(ts) > maxBumpsKept {
 		ts = ts[len(ts)-maxBumpsKept:]
 	}
 	e.bumps[instance] = ts
-	if e.dir == "" {
+	var log map[string][]time.Time
+	if e.dir != "" {
+		log = make(map[string][]time.Time, len(e.bumps))
+		for k, v := range e.bumps {
+			log[k] = slices.Clone(v)
+		}
+	}
+	e.mu.Unlock()
+	if log == nil {
 		return nil
 	}
-	if err := saveBumps(filepath.Join(e.dir, bumpsFile), e.bumps, t, window); err != nil {
+	if err := saveBumps(filepath.Join(e.dir, bumpsFile), log, t, window); err != nil {
 		return fmt.Errorf("OOM bump of %s counted, but not saved (a restart forgets it): %w", instance, err)
 	}
 	return nil

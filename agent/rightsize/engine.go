@@ -33,6 +33,8 @@ type Engine struct {
 	// bumps are the OOM bumps per container instance, for the policy's
 	// maxOOMBumpsPerDay, kept in the checkpoint directory (bumps.go).
 	bumps map[string][]time.Time
+	// bumpsWrite serializes the bump log's writes (taken before mu).
+	bumpsWrite sync.Mutex
 	// spec are the resources in force per key, for the limit ratio.
 	spec map[string]recommend.Resources
 }
