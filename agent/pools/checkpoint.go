@@ -2,8 +2,6 @@ package pools
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,9 +13,10 @@ import (
 	"github.com/cgpilot/cgpilot/internal/cpulist"
 )
 
-// Checkpoint format: a JSON envelope whose checksum covers the exact encoded
-// bytes of "data" (not a printed Go struct), so any edit of the payload is
-// detected and the format can be decoded without Go type names.
+// Checkpoint format: atomicfile's checksummed JSON envelope (Seal), whose
+// checksum covers the exact encoded bytes of "data" (not a printed Go
+// struct), so any edit of the payload is detected and the format can be
+// decoded without Go type names.
 //
 //	{"version":1,"checksum":"<sha256 hex of data>","data":{"assignments":[...]}}
 //
@@ -41,13 +40,6 @@ var (
 // with Kind ErrCheckpointCorrupt.
 type CorruptCheckpointError = atomicfile.CorruptError
 
-type checkpointEnvelope struct {
-	Version   int             `json:"version"`
-	MinReader int             `json:"minReader,omitempty"`
-	Checksum  string          `json:"checksum"`
-	Data      json.RawMessage `json:"data"`
-}
-
 type checkpointDataV1 struct {
 	Assignments []checkpointEntryV1 `json:"assignments"`
 }
@@ -60,11 +52,6 @@ type checkpointEntryV1 struct {
 	ReleaseIsolation bool   `json:"releaseIsolation,omitempty"`
 }
 
-func checksum(b []byte) string {
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
-}
-
 // encodeCheckpoint returns the file bytes for the given assignments, in UID
 // order so that equal states give equal files.
 func encodeCheckpoint(assigned map[string]Assignment) []byte {
@@ -74,11 +61,7 @@ func encodeCheckpoint(assigned map[string]Assignment) []byte {
 	}
 	sort.Slice(d.Assignments, func(i, j int) bool { return d.Assignments[i].UID < d.Assignments[j].UID })
 	data, _ := json.Marshal(d) // strings and bools only: cannot fail
-	var b bytes.Buffer
-	fmt.Fprintf(&b, `{"version":%d,"checksum":%q,"data":`, checkpointVersion, checksum(data))
-	b.Write(data)
-	b.WriteString("}\n")
-	return b.Bytes()
+	return atomicfile.Seal(checkpointVersion, data)
 }
 
 // maxCheckpointBytes bounds what is read: a node holds at most one
@@ -91,17 +74,9 @@ func decodeCheckpoint(path string, b []byte) (map[string]Assignment, error) {
 	corrupt := func(reason string) error {
 		return &CorruptCheckpointError{Path: path, Reason: reason, Kind: ErrCheckpointCorrupt}
 	}
-	if len(b) > maxCheckpointBytes {
-		return nil, corrupt(fmt.Sprintf("%d bytes, at most %d", len(b), maxCheckpointBytes))
-	}
-	var env checkpointEnvelope
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&env); err != nil {
-		return nil, corrupt("envelope: " + err.Error())
-	}
-	if dec.More() {
-		return nil, corrupt("trailing data after envelope")
+	env, err := atomicfile.OpenEnvelope(path, b, maxCheckpointBytes, ErrCheckpointCorrupt)
+	if err != nil {
+		return nil, err
 	}
 	strict := true
 	switch {
@@ -114,8 +89,8 @@ func decodeCheckpoint(path string, b []byte) (map[string]Assignment, error) {
 	default:
 		return nil, corrupt(fmt.Sprintf("version %d", env.Version))
 	}
-	if got := checksum(env.Data); got != env.Checksum {
-		return nil, &CorruptCheckpointError{Path: path, Want: env.Checksum, Got: got, Kind: ErrCheckpointCorrupt}
+	if err := env.Verify(path, ErrCheckpointCorrupt); err != nil {
+		return nil, err
 	}
 	var d checkpointDataV1
 	dd := json.NewDecoder(bytes.NewReader(env.Data))

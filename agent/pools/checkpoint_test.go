@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/cgpilot/cgpilot/internal/atomicfile"
 )
 
 func TestCheckpointRoundTrip(t *testing.T) {
@@ -38,7 +40,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 func TestCheckpointBad(t *testing.T) {
 	good := string(encodeCheckpoint(map[string]Assignment{"u1": {UID: "u1", CPUs: mustSet(t, "1")}}))
 	reencode := func(data string) string {
-		return `{"version":1,"checksum":"` + checksum([]byte(data)) + `","data":` + data + `}`
+		return `{"version":1,"checksum":"` + atomicfile.Checksum([]byte(data)) + `","data":` + data + `}`
 	}
 	for _, tc := range []struct {
 		name    string
@@ -111,7 +113,7 @@ func TestCheckpointFixtureV1(t *testing.T) {
 // read it (minReader 1) is decoded for the fields it knows.
 func TestCheckpointNewerReadable(t *testing.T) {
 	data := `{"assignments":[{"uid":"a","namespace":"n","name":"p","cpus":"1-2","future":true}],"more":{}}`
-	b := `{"version":2,"minReader":1,"checksum":"` + checksum([]byte(data)) + `","data":` + data + `}`
+	b := `{"version":2,"minReader":1,"checksum":"` + atomicfile.Checksum([]byte(data)) + `","data":` + data + `}`
 	got, err := decodeCheckpoint("cp", []byte(b))
 	if err != nil || got["a"].CPUs.String() != "1-2" {
 		t.Fatalf("decode: %+v, %v", got, err)

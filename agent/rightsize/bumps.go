@@ -1,8 +1,6 @@
 package rightsize
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +21,7 @@ import (
 // and forgetting the bumps at a restart would grant a container more
 // raises that day than its policy allows. The file is small (at most
 // maxBumpsKept times per container instance, instances of the last
-// OOMWindow), JSON with a SHA-256 of its content, written through
+// OOMWindow), in atomicfile's checksummed JSON envelope, written through
 // atomicfile on each bump (a rare event, after the cgroup write).
 
 // bumpsFile is the bump log's file in the checkpoint directory.
@@ -41,20 +39,6 @@ const maxBumpsFileBytes = 4 << 20
 
 // ErrCorruptBumps is the Kind of a bump log that does not verify.
 var ErrCorruptBumps = errors.New("corrupt OOM bump log")
-
-type bumpsDisk struct {
-	Version  int    `json:"version"`
-	Checksum string `json:"checksum"`
-	// Bumps are the bump times of each container instance ("<pod
-	// UID>/<container>"), in Unix nanoseconds.
-	Bumps map[string][]int64 `json:"bumps"`
-}
-
-func bumpsChecksum(b map[string][]int64) string {
-	data, _ := json.Marshal(b) // map keys are sorted: stable
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
-}
 
 // loadBumps reads the bump log at path. A time after now counts as now
 // (the clock went back, or the file came from elsewhere): it is still a
@@ -76,20 +60,23 @@ func loadBumps(path string, now time.Time) (map[string][]time.Time, error) {
 	corrupt := func(reason string) error {
 		return &atomicfile.CorruptError{Path: path, Reason: reason, Kind: ErrCorruptBumps}
 	}
-	if len(data) > maxBumpsFileBytes {
-		return out, corrupt(fmt.Sprintf("larger than %d bytes", maxBumpsFileBytes))
+	env, err := atomicfile.OpenEnvelope(path, data, maxBumpsFileBytes, ErrCorruptBumps)
+	if err != nil {
+		return out, err
 	}
-	var d bumpsDisk
-	if err := json.Unmarshal(data, &d); err != nil {
-		return out, corrupt(err.Error())
+	if env.Version != bumpsVersion {
+		return out, corrupt(fmt.Sprintf("version %d, this agent reads %d", env.Version, bumpsVersion))
 	}
-	if d.Version != bumpsVersion {
-		return out, corrupt(fmt.Sprintf("version %d, this agent reads %d", d.Version, bumpsVersion))
+	if err := env.Verify(path, ErrCorruptBumps); err != nil {
+		return out, err
 	}
-	if got := bumpsChecksum(d.Bumps); got != d.Checksum {
-		return out, &atomicfile.CorruptError{Path: path, Want: d.Checksum, Got: got, Kind: ErrCorruptBumps}
+	// The bump times of each container instance ("<pod UID>/<container>"),
+	// in Unix nanoseconds.
+	var bumps map[string][]int64
+	if err := json.Unmarshal(env.Data, &bumps); err != nil {
+		return out, corrupt("data: " + err.Error())
 	}
-	for inst, ts := range d.Bumps {
+	for inst, ts := range bumps {
 		if len(ts) > maxBumpsKept {
 			return map[string][]time.Time{}, corrupt(fmt.Sprintf("%d bumps of %s", len(ts), inst))
 		}
@@ -106,19 +93,19 @@ func loadBumps(path string, now time.Time) (map[string][]time.Time, error) {
 
 // saveBumps writes the log's times within window before now.
 func saveBumps(path string, log map[string][]time.Time, now time.Time, window time.Duration) error {
-	d := bumpsDisk{Version: bumpsVersion, Bumps: map[string][]int64{}}
+	bumps := map[string][]int64{}
 	for inst, ts := range log {
 		for _, t := range ts {
 			if now.Sub(t) < window {
-				d.Bumps[inst] = append(d.Bumps[inst], t.UnixNano())
+				bumps[inst] = append(bumps[inst], t.UnixNano())
 			}
 		}
 	}
-	d.Checksum = bumpsChecksum(d.Bumps)
-	data, err := json.Marshal(d)
+	data, err := json.Marshal(bumps) // map keys sorted: equal logs, equal files
 	if err != nil {
 		return err
 	}
+	data = atomicfile.Seal(bumpsVersion, data)
 	return atomicfile.WriteFile(path, data, 0o600)
 }
 

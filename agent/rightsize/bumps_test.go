@@ -116,7 +116,7 @@ func TestBumpsFileFaults(t *testing.T) {
 		{"not JSON", func([]byte) []byte { return []byte("\x00garbage") }, "invalid character"},
 		{"a tampered time", func(b []byte) []byte { return []byte(strings.Replace(string(b), `"u/app":[`, `"u/app":[1,`, 1)) }, "checksum"},
 		{"another format", func(b []byte) []byte { return []byte(strings.Replace(string(b), `"version":1`, `"version":9`, 1)) }, "version 9"},
-		{"empty", func([]byte) []byte { return nil }, "unexpected end"},
+		{"empty", func([]byte) []byte { return nil }, "envelope: EOF"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -15,6 +15,8 @@
 // failed; callers wrap them with their own sentinel. CorruptError
 // (corrupt.go) is what a checkpoint reader returns for a file that does
 // not verify or decode, with the reader's sentinel as its Kind: the
-// pools' and the recommender's checkpoints share it. It imports only the
-// standard library.
+// pools' and the recommender's checkpoints share it. Seal, OpenEnvelope
+// and Envelope.Verify (envelope.go) are the checksummed JSON envelope of
+// the JSON state files (the pools' checkpoint, the OOM bump log). It
+// imports only the standard library.
 package atomicfile
