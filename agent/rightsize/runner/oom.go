@@ -123,9 +123,6 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 			}
 		}
 	}
-	if err := r.engine.RecordBump(instance, ev.Time, rightsize.OOMWindow); err != nil {
-		r.log.Error(err, "the OOM bump log")
-	}
 	r.mu.Lock()
 	if rp.oomFloor == nil {
 		rp.oomFloor = map[string]float64{}
@@ -140,6 +137,11 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 	}
 	r.host.Emit(who, Event{Reason: "MemoryRaised", Message: summary})
 	r.apply.requestBump(p, ref.container, to, summary)
+	// Counted last: the log's fsync does not delay the durable raise, and
+	// this loop handles the container's next kill only after it.
+	if err := r.engine.RecordBump(instance, ev.Time, rightsize.OOMWindow); err != nil {
+		r.log.Error(err, "the OOM bump log")
+	}
 }
 
 // bumpCgroups raises a container's memory limit, and its pod's by as much
