@@ -273,7 +273,7 @@ func (c *Checkpointer) defaults() {
 func (c *Checkpointer) Load(ctx context.Context) (int, error) {
 	c.defaults()
 	cfg := c.Store.Config()
-	fresh := report.FreshFor(cfg.Step, cfg.Grace)
+	fresh := report.FreshFor(cfg.Step, cfg.Period, cfg.Grace)
 	now := c.Now()
 	n, cont := 0, ""
 	for {

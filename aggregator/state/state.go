@@ -484,7 +484,7 @@ func (s *Store) recommendDue(now time.Time) {
 			e.dirty = true
 			e.Rec = &report.WorkloadRecommendation{
 				Key: e.Key, Policy: e.Policy, Preset: preset, Nodes: e.Nodes, Samples: e.Samples, Updated: now,
-				FreshUntil: now.Add(report.FreshFor(step, s.cfg.Grace)),
+				FreshUntil: now.Add(report.FreshFor(step, s.cfg.Period, s.cfg.Grace)),
 				Recommendation: report.Recommendation{
 					CPU:    report.Estimate{Target: rec.CPU.Target, Lower: rec.CPU.Lower, Upper: rec.CPU.Upper, Limit: rec.CPU.Limit},
 					Memory: report.Estimate{Target: rec.Memory.Target, Lower: rec.Memory.Lower, Upper: rec.Memory.Upper, Limit: rec.Memory.Limit},

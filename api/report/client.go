@@ -487,9 +487,14 @@ func Prefer(merged *WorkloadRecommendation, local Recommendation, now time.Time)
 }
 
 // FreshFor is how long a merged recommendation stays fresh after it was
-// computed: its step and two grace periods, so that one late or missed
-// report does not send the agents back to their own.
-func FreshFor(step, grace time.Duration) time.Duration { return step + 2*grace }
+// computed. The aggregator recomputes it every step, and an agent fetches
+// once a report period, so the copy an agent holds can be a step and a
+// period old before the next one replaces it; two grace periods more keep
+// one late fold or fetch from sending the agents back to their own. With
+// only step+2×grace, a step shorter than period+2×grace left every agent's
+// copy stale for part of each step, and a decision that fell there used the
+// node's own recommendation (TestFreshForCoversTheFetchCadence).
+func FreshFor(step, period, grace time.Duration) time.Duration { return step + period + 2*grace }
 
 // Index returns the items of r by key.
 func (r *Recommendations) Index() map[Key]*WorkloadRecommendation {

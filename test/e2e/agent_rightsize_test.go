@@ -358,11 +358,14 @@ func TestNodeOOMBump(t *testing.T) {
 // within polls cond every 500 ms until it holds or timeout passes.
 func within(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	start := time.Now()
+	deadline := start.Add(timeout)
 	last := ""
 	for time.Now().Before(deadline) {
 		ok, msg := cond()
 		if ok {
+			// CI's logs then show a wait that came close to its bound.
+			t.Logf("%s: after %v of %v", what, time.Since(start).Round(100*time.Millisecond), timeout)
 			return
 		}
 		last = msg

@@ -151,7 +151,9 @@ func TestNodeAgentReportsToAggregator(t *testing.T) {
 			(rec.State == "Applied" || rec.State == "Unchanged" || rec.State == "Resized") &&
 			milli(req, corev1.ResourceCPU) < 300 && rec.Containers[0].CPU != nil && rec.Containers[0].CPU.Original == "300m" &&
 			rec.Containers[0].Memory.Original == "256Mi" && strings.HasPrefix(rec.Containers[0].CPU.Explain, "merged by the aggregator")
-		return ok, fmt.Sprintf("requests %v, annotation %s", req, web.Annotations["cgpilot.io/recommendation"])
+		forNode, _ := r.Store.ForNode(b.node.Name())
+		return ok, fmt.Sprintf("requests %v, annotation %s; agent's reports %+v; the aggregator's answer for the node %+v, its merged %+v",
+			req, web.Annotations["cgpilot.io/recommendation"], aggregatorView(t, b.na.cfg.SocketPath), forNode, r.Store.Recommendation(key))
 	})
 	if st := web.Status.ContainerStatuses; len(st) != 1 || st[0].RestartCount != 0 {
 		t.Fatalf("web restarted: %+v", st)
