@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/cgpilot/cgpilot/cgroup"
 )
@@ -156,15 +157,20 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 	}
 }
 
-// setPolicy replaces a RightsizePolicy's spec.
+// setPolicy replaces a RightsizePolicy's spec. The agent writes the
+// policy's status meanwhile: a conflict is retried on a fresh read.
 func (b *rsBed) setPolicy(t testing.TB, name string, spec map[string]any) {
 	t.Helper()
-	u, err := b.dyn.Get(context.Background(), name, metav1.GetOptions{})
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := b.dyn.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		u.Object["spec"] = spec
+		_, err = b.dyn.Update(context.Background(), u, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	u.Object["spec"] = spec
-	if _, err := b.dyn.Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
