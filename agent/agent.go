@@ -336,21 +336,13 @@ func (c *controller) run(ctx context.Context) error {
 // checked once per SweepInterval and no tick walks them all. The
 // right-sizer's housekeeping rides on the same tick.
 func (c *controller) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(sweepTick(c.cfg.SweepInterval.Duration))
-	defer t.Stop()
 	slice := 0
-	c.guard.Run(ctx, loopSweep, func() bool {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
+	c.guard.Every(ctx, loopSweep, sweepTick(c.cfg.SweepInterval.Duration), func() {
 		c.sweep(ctx, slice)
 		slice = (slice + 1) % sweepSlices(c.cfg.SweepInterval.Duration)
 		if c.rs != nil {
 			c.rs.Sweep(ctx)
 		}
-		return true
 	})
 }
 

@@ -181,8 +181,6 @@ func (c *Collector) Targets() int {
 
 // Run samples every interval until ctx ends, then closes every target.
 func (c *Collector) Run(ctx context.Context) {
-	t := time.NewTicker(c.opts.Interval)
-	defer t.Stop()
 	defer func() {
 		c.mu.Lock()
 		for id := range c.targets {
@@ -190,15 +188,7 @@ func (c *Collector) Run(ctx context.Context) {
 		}
 		c.mu.Unlock()
 	}()
-	c.opts.Guard.Run(ctx, c.opts.Loop, func() bool {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-		c.Collect()
-		return true
-	})
+	c.opts.Guard.Every(ctx, c.opts.Loop, c.opts.Interval, func() { c.Collect() })
 }
 
 // Collect runs one round now and hands it to the sinks; it returns the

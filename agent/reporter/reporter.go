@@ -328,20 +328,13 @@ func (rp *Reporter) Run(ctx context.Context, unadmitted func() map[report.Key]in
 		rp.o.Guard.Run(ctx, LoopReportSend, func() bool { rp.client.Run(ctx); return false })
 	})
 	tick := min(rp.sampleInterval, 5*time.Second)
-	t := time.NewTicker(tick)
-	defer t.Stop()
 	// The node's requests and the unadmitted pods (a walk of every pod)
 	// are read once per window, as it ends, not at every tick.
 	next := report.WindowEnd(time.Now(), rp.period)
-	rp.o.Guard.Run(ctx, LoopReport, func() bool {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
+	rp.o.Guard.Every(ctx, LoopReport, tick, func() {
 		now := time.Now()
 		if now.Before(next) {
-			return true
+			return
 		}
 		next = report.WindowEnd(now, rp.period)
 		rp.setNode()
@@ -354,7 +347,6 @@ func (rp *Reporter) Run(ctx context.Context, unadmitted func() map[report.Key]in
 		if len(reports) > 0 {
 			rp.fetch(ctx)
 		}
-		return true
 	})
 }
 

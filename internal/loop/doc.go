@@ -16,7 +16,10 @@
 //
 // Every (every.go) is the one ticker loop of periodic passes (the
 // aggregator's folds, checkpoints, sweeps, Events and rescheduling): f
-// every interval until the context ends, never overlapping itself.
+// every interval until the context ends, never overlapping itself;
+// Guard.Every is the same loop with each pass an iteration of a guarded
+// loop (the agent's sweep, sampling rounds, reports and histogram
+// checkpoints).
 //
 // A recovered panic leaves the iteration half done: code that runs under
 // a Guard must release its locks with defer (a lock held at the panic

@@ -39,3 +39,49 @@ func TestEvery(t *testing.T) {
 		t.Errorf("%d calls, want 3 (none after ctx ended)", calls)
 	}
 }
+
+// TestGuardEvery: a panicking pass is recovered and counted, the loop
+// goes on with the next tick, and it returns when ctx ends; a nil Guard
+// runs the passes as they are.
+func TestGuardEvery(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	panics, calls := 0, 0
+	g := &Guard{OnPanic: func(p *Panic) {
+		if p.Loop != "tick" {
+			t.Errorf("panic of loop %q, want tick", p.Loop)
+		}
+		panics++
+	}, MinBackoff: time.Millisecond}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.Every(ctx, "tick", time.Millisecond, func() {
+			calls++
+			switch calls {
+			case 1:
+				panic("first pass")
+			case 3:
+				cancel()
+			}
+		})
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Guard.Every did not return after ctx ended")
+	}
+	if calls != 3 || panics != 1 {
+		t.Errorf("%d calls, %d panics; want 3 and 1", calls, panics)
+	}
+	var nilGuard *Guard
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	n := 0
+	nilGuard.Every(ctx2, "tick", time.Millisecond, func() {
+		if n++; n == 2 {
+			cancel2()
+		}
+	})
+	if n != 2 {
+		t.Errorf("nil Guard: %d calls, want 2", n)
+	}
+}

@@ -878,18 +878,10 @@ func (r *Runner) forgetGone(now time.Time) {
 
 // checkpointLoop saves the histograms every interval.
 func (r *Runner) checkpointLoop(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	r.guard.Run(ctx, LoopCheckpoint, func() bool {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
+	r.guard.Every(ctx, LoopCheckpoint, every, func() {
 		if err := r.engine.Save(time.Now()); err != nil {
 			r.log.Error(err, "recommender checkpoint; retried at the next interval")
 		}
-		return true
 	})
 }
 
