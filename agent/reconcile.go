@@ -100,22 +100,14 @@ func (c *controller) rememberPod(p *corev1.Pod) {
 func (c *controller) runWorker(ctx context.Context, i int) {
 	c.health.workerStarted()
 	defer c.health.workerStopped()
-	for {
-		key, quit := c.queue.Get()
-		if quit {
-			return
-		}
+	loop.Work(c.queue, func(key string) error {
 		c.health.reconciling(i)
 		err := c.reconcileSafely(ctx, key)
 		c.health.reconciled(i)
-		if err != nil {
-			c.log.Error(err, "reconcile failed; requeued", "pod", key)
-			c.queue.AddRateLimited(key)
-		} else {
-			c.queue.Forget(key)
-		}
-		c.queue.Done(key)
-	}
+		return err
+	}, func(key string, err error) {
+		c.log.Error(err, "reconcile failed; requeued", "pod", key)
+	})
 }
 
 // reconcileSafely runs reconcile as an iteration of the reconcile loop
@@ -313,20 +305,11 @@ const statusWorkers = 4
 // first-come: a pod changed twice before its patch went out gets one patch
 // with the latest values.
 func (c *controller) runStatusWorker(ctx context.Context) {
-	for {
-		key, quit := c.statusQ.Get()
-		if quit {
-			return
-		}
-		err := c.do(loopStatus, func() error { return c.writeStatus(ctx, key) })
-		if err != nil {
-			c.log.Error(err, "annotation patch failed; retried", "object", key)
-			c.statusQ.AddRateLimited(key)
-		} else {
-			c.statusQ.Forget(key)
-		}
-		c.statusQ.Done(key)
-	}
+	loop.Work(c.statusQ, func(key string) error {
+		return c.do(loopStatus, func() error { return c.writeStatus(ctx, key) })
+	}, func(key string, err error) {
+		c.log.Error(err, "annotation patch failed; retried", "object", key)
+	})
 }
 
 func (c *controller) writeStatus(ctx context.Context, key string) error {

@@ -21,6 +21,7 @@ import (
 	"github.com/cgpilot/cgpilot/agent/rightsize"
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/cgroup"
+	"github.com/cgpilot/cgpilot/internal/loop"
 )
 
 // apply.go: sending a change of requests and limits. Where the cluster
@@ -169,19 +170,11 @@ func (a *applier) queue(p *corev1.Pod, ch change) {
 }
 
 func (a *applier) run(ctx context.Context) {
-	for {
-		key, quit := a.q.Get()
-		if quit {
-			return
-		}
-		if err := a.r.guard.DoErr(LoopResize, func() error { return a.applyOne(ctx, key) }); err != nil {
-			a.r.log.Error(err, "resize failed; retried", "pod", key)
-			a.q.AddRateLimited(key)
-		} else {
-			a.q.Forget(key)
-		}
-		a.q.Done(key)
-	}
+	loop.Work(a.q, func(key string) error {
+		return a.r.guard.DoErr(LoopResize, func() error { return a.applyOne(ctx, key) })
+	}, func(key string, err error) {
+		a.r.log.Error(err, "resize failed; retried", "pod", key)
+	})
 }
 
 func (a *applier) applyOne(ctx context.Context, key string) error {
