@@ -186,11 +186,7 @@ func (b *Builder) OOM(k OOMKill) error {
 	if err := k.validate(); err != nil {
 		return fmt.Errorf("OOM kill of %s: %w", k.Key, err)
 	}
-	if len(b.oom) >= MaxOOMKills {
-		b.oom = b.oom[1:]
-		b.dropped++
-	}
-	b.oom = append(b.oom, k)
+	b.oom = keepNewest(b.oom, k, MaxOOMKills, &b.dropped)
 	return nil
 }
 
@@ -202,17 +198,24 @@ func (b *Builder) Adjusted(a Adjustment) error {
 	if err := a.validate(); err != nil {
 		return fmt.Errorf("adjustment of %s: %w", a.Key, err)
 	}
-	if len(b.adj) >= MaxAdjustments {
-		b.adj = b.adj[1:]
-		b.dropped++
-	}
-	b.adj = append(b.adj, a)
+	b.adj = keepNewest(b.adj, a, MaxAdjustments, &b.dropped)
 	return nil
 }
 
 // Dropped is how many events (OOM kills, adjustments) were dropped
 // because more than the bounds happened in one window.
 func (b *Builder) Dropped() int { return b.dropped }
+
+// keepNewest appends v to a window's events, bounded at bound: when the
+// list is full its oldest event makes room and counts in *dropped (the
+// rule behind Dropped, for every bounded list of the builder).
+func keepNewest[T any](list []T, v T, bound int, dropped *int) []T {
+	if len(list) >= bound {
+		list = list[1:]
+		*dropped++
+	}
+	return append(list, v)
+}
 
 // Cut returns a Report for every window that ended at or before now and
 // forgets them. APIVersion, Agent and Sequence are the Client's to set.
