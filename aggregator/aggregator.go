@@ -911,10 +911,8 @@ func (a *Aggregator) lead(ctx context.Context, recorder events.EventRecorder) {
 				break
 			}
 			a.log.Error(err, "loading the checkpoints; retrying", "attempt", attempt)
-			select {
-			case <-ctx.Done():
+			if !loop.Sleep(ctx, min(time.Duration(attempt+1)*time.Second, 10*time.Second)) {
 				return
-			case <-time.After(min(time.Duration(attempt+1)*time.Second, 10*time.Second)):
 			}
 		}
 	}

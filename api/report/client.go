@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cgpilot/cgpilot/internal/loop"
 	"github.com/cgpilot/cgpilot/recommend"
 )
 
@@ -382,14 +383,8 @@ func (c *Client) Run(ctx context.Context) {
 				return
 			case <-c.wake:
 			}
-		} else {
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
+		} else if !loop.Sleep(ctx, backoff) {
+			return
 		}
 		err := c.Flush(ctx)
 		var re *RetryError

@@ -22,7 +22,8 @@
 // checkpoints). Work (queue.go) is the one worker loop over a work queue
 // (the agent's reconcile and status workers, the resize applier): a key
 // that failed is requeued with the queue's backoff, one that did not has
-// its backoff forgotten.
+// its backoff forgotten. Sleep is the one wait that ends with its
+// context (Run's backoff, the report client's, the aggregator's retries).
 //
 // A recovered panic leaves the iteration half done: code that runs under
 // a Guard must release its locks with defer (a lock held at the panic

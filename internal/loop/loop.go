@@ -94,13 +94,23 @@ func (g *Guard) Run(ctx context.Context, loop string, step func() bool) {
 			continue
 		}
 		backoff = g.next(backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !Sleep(ctx, backoff) {
 			return
-		case <-t.C:
 		}
+	}
+}
+
+// Sleep waits d, or less when ctx ends first; it says whether ctx is
+// still live (false: the caller returns). The timer is stopped either
+// way, so a loop that sleeps often leaks none.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

@@ -169,3 +169,24 @@ func TestHandler(t *testing.T) {
 		t.Errorf("a deliberate abort was counted as a panic")
 	}
 }
+
+// TestSleep: Sleep waits its time with a live context and returns false
+// at once with an ended one.
+func TestSleep(t *testing.T) {
+	start := time.Now()
+	if !Sleep(context.Background(), 5*time.Millisecond) {
+		t.Error("Sleep with a live context returned false")
+	}
+	if time.Since(start) < 5*time.Millisecond {
+		t.Error("Sleep returned early")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start = time.Now()
+	if Sleep(ctx, time.Hour) {
+		t.Error("Sleep with an ended context returned true")
+	}
+	if time.Since(start) > time.Minute {
+		t.Error("Sleep waited past the context's end")
+	}
+}
