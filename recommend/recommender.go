@@ -2,7 +2,9 @@ package recommend
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -389,12 +391,7 @@ func (r *Recommender) Forget(id string) {
 func (r *Recommender) IDs() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ids := make([]string, 0, len(r.containers))
-	for id := range r.containers {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
+	return slices.Sorted(maps.Keys(r.containers))
 }
 
 // Containers returns the number of containers with state.

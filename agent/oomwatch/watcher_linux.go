@@ -5,8 +5,10 @@ package oomwatch
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -261,11 +263,7 @@ func (w *Watcher) Watching() int {
 func (w *Watcher) watched() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	dirs := make([]string, 0, len(w.dirs))
-	for d := range w.dirs {
-		dirs = append(dirs, d)
-	}
-	return dirs
+	return slices.Collect(maps.Keys(w.dirs))
 }
 
 func (w *Watcher) emit(e Event) {

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -132,12 +133,7 @@ func (e *Engine) UsePresets(presets []string) ([]error, error) {
 func (e *Engine) Presets() []string {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	out := make([]string, 0, len(e.recs))
-	for n := range e.recs {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(e.recs))
 }
 
 // Round feeds one collection round to every preset (collector.Sink).
@@ -232,12 +228,7 @@ func (e *Engine) Keys() []string {
 			set[id] = true
 		}
 	}
-	keys := make([]string, 0, len(set))
-	for k := range set {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return slices.Sorted(maps.Keys(set))
 }
 
 // ExpireKills drops the OOM kills and bumps older than window, so that
