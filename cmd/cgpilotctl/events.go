@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net/url"
 	"text/tabwriter"
 	"time"
 
@@ -15,16 +14,9 @@ func init() {
 }
 
 func runEvents(args []string, stdout, stderr io.Writer) int {
-	o, _, ok := parseOnline("events", args, stderr, 0)
+	evs, code, ok := fetchView[[]local.EventRecord](viewCmd{name: "events", path: local.PathEvents}, args, stdout, stderr)
 	if !ok {
-		return 2
-	}
-	var evs []local.EventRecord
-	if err := o.get(local.PathEvents, url.Values{}, &evs, stdout); err != nil {
-		return fail(stderr, "events", err)
-	}
-	if o.output == "json" {
-		return 0
+		return code
 	}
 	printEvents(stdout, evs)
 	return 0

@@ -16,20 +16,14 @@ func init() {
 }
 
 func runExplain(args []string, stdout, stderr io.Writer) int {
-	o, rest, ok := parseOnline("explain", args, stderr, 1)
+	v, code, ok := fetchView[local.ExplainView](viewCmd{name: "explain", path: local.PathExplain, args: 1, query: func(rest []string) (url.Values, error) {
+		if !strings.Contains(rest[0], "/") {
+			return nil, fmt.Errorf("want NAMESPACE/NAME, got %q", rest[0])
+		}
+		return url.Values{"pod": {rest[0]}}, nil
+	}}, args, stdout, stderr)
 	if !ok {
-		return 2
-	}
-	if !strings.Contains(rest[0], "/") {
-		fmt.Fprintf(stderr, "cgpilotctl explain: want NAMESPACE/NAME, got %q\n", rest[0])
-		return 2
-	}
-	var v local.ExplainView
-	if err := o.get(local.PathExplain, url.Values{"pod": {rest[0]}}, &v, stdout); err != nil {
-		return fail(stderr, "explain", err)
-	}
-	if o.output == "json" {
-		return 0
+		return code
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "POD\t%s/%s (%s)\n", v.Namespace, v.Name, v.UID)

@@ -61,17 +61,45 @@ func fail(stderr io.Writer, name string, err error) int {
 	return 1
 }
 
-func runPods(args []string, stdout, stderr io.Writer) int {
-	o, _, ok := parseOnline("pods", args, stderr, 0)
+// viewCmd is an online command that shows one view of the local API.
+type viewCmd struct {
+	name, path string
+	// args is how many positional arguments it takes; query turns them
+	// into the request's query (an error is a usage error).
+	args  int
+	query func(rest []string) (url.Values, error)
+}
+
+// fetchView runs an online view command up to its table: the flags and
+// arguments (exit 2 when they are wrong), one GET of the view (exit 1
+// when it fails), and with -o json the body as it came (exit 0). ok says
+// that v is to be printed as a table; otherwise the command returns code.
+func fetchView[T any](c viewCmd, args []string, stdout, stderr io.Writer) (v T, code int, ok bool) {
+	o, rest, ok := parseOnline(c.name, args, stderr, c.args)
 	if !ok {
-		return 2
+		return v, 2, false
 	}
-	var pods []local.PodView
-	if err := o.get(local.PathPods, nil, &pods, stdout); err != nil {
-		return fail(stderr, "pods", err)
+	var q url.Values
+	if c.query != nil {
+		var err error
+		if q, err = c.query(rest); err != nil {
+			fmt.Fprintf(stderr, "cgpilotctl %s: %v\n", c.name, err)
+			return v, 2, false
+		}
+	}
+	if err := o.get(c.path, q, &v, stdout); err != nil {
+		return v, fail(stderr, c.name, err), false
 	}
 	if o.output == "json" {
-		return 0
+		return v, 0, false
+	}
+	return v, 0, true
+}
+
+func runPods(args []string, stdout, stderr io.Writer) int {
+	pods, code, ok := fetchView[[]local.PodView](viewCmd{name: "pods", path: local.PathPods}, args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tQOS\tPOOL\tSTATE\tCPUS\tREASON")

@@ -13,16 +13,9 @@ func init() {
 }
 
 func runPools(args []string, stdout, stderr io.Writer) int {
-	o, _, ok := parseOnline("pools", args, stderr, 0)
+	v, code, ok := fetchView[local.PoolsView](viewCmd{name: "pools", path: local.PathPools}, args, stdout, stderr)
 	if !ok {
-		return 2
-	}
-	var v local.PoolsView
-	if err := o.get(local.PathPools, nil, &v, stdout); err != nil {
-		return fail(stderr, "pools", err)
-	}
-	if o.output == "json" {
-		return 0
+		return code
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "CPUS\t%s\n", v.CPUs)

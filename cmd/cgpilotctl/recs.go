@@ -13,16 +13,9 @@ func init() {
 }
 
 func runRecs(args []string, stdout, stderr io.Writer) int {
-	o, _, ok := parseOnline("recs", args, stderr, 0)
+	recs, code, ok := fetchView[[]local.RecView](viewCmd{name: "recs", path: local.PathRecs}, args, stdout, stderr)
 	if !ok {
-		return 2
-	}
-	var recs []local.RecView
-	if err := o.get(local.PathRecs, nil, &recs, stdout); err != nil {
-		return fail(stderr, "recs", err)
-	}
-	if o.output == "json" {
-		return 0
+		return code
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCONTAINER\tCPU P50/P95/MAX\tMEM P50/P95/MAX\tREQUEST\tLIMIT\tRECOMMENDED\tPOLICY\tMODE\tSTATE")

@@ -13,16 +13,9 @@ func init() {
 }
 
 func runReport(args []string, stdout, stderr io.Writer) int {
-	o, _, ok := parseOnline("report", args, stderr, 0)
+	v, code, ok := fetchView[local.AggregatorView](viewCmd{name: "report", path: local.PathAggregator}, args, stdout, stderr)
 	if !ok {
-		return 2
-	}
-	var v local.AggregatorView
-	if err := o.get(local.PathAggregator, nil, &v, stdout); err != nil {
-		return fail(stderr, "report", err)
-	}
-	if o.output == "json" {
-		return 0
+		return code
 	}
 	fetched := "never"
 	if v.Fetched != nil {
