@@ -47,25 +47,19 @@ func cpuDirs(cpuRoot string) ([]int, error) {
 }
 
 // readCPUList reads an optional cpu-list file; a garbled one is an error.
-func readCPUList(path string) (cpuset.CPUSet, bool, error) {
-	s, ok, err := readOptional(path)
-	if err != nil || !ok {
-		return cpuset.New(), ok, err
-	}
-	set, err := parseCPUList(s)
-	if err != nil {
-		return cpuset.New(), true, parseErr(path, s, err)
-	}
-	return set, true, nil
-}
+func readCPUList(path string) (cpuset.CPUSet, bool, error) { return readSet(path, parseCPUList) }
 
 // readCPUMask reads an optional hex cpu mask file.
-func readCPUMask(path string) (cpuset.CPUSet, bool, error) {
+func readCPUMask(path string) (cpuset.CPUSet, bool, error) { return readSet(path, parseCPUMask) }
+
+// readSet reads an optional CPU-set file written in parse's format; a
+// garbled one is an error naming the file and its contents.
+func readSet(path string, parse func(string) (cpuset.CPUSet, error)) (cpuset.CPUSet, bool, error) {
 	s, ok, err := readOptional(path)
 	if err != nil || !ok {
 		return cpuset.New(), ok, err
 	}
-	set, err := parseCPUMask(s)
+	set, err := parse(s)
 	if err != nil {
 		return cpuset.New(), true, parseErr(path, s, err)
 	}
@@ -219,11 +213,12 @@ func readIsolated(sysRoot, procRoot string) (cpuset.CPUSet, error) {
 }
 
 // readFirstSet reads the first existing file among names in dir; names
-// ending in _list are cpu lists, the others hex masks.
+// ending in "list" (core_cpus_list, cpulist) are cpu lists, the others
+// hex masks (core_cpus, cpumap, smp_affinity).
 func readFirstSet(dir string, names ...string) (cpuset.CPUSet, bool, error) {
 	for _, n := range names {
 		read := readCPUMask
-		if strings.HasSuffix(n, "_list") {
+		if strings.HasSuffix(n, "list") {
 			read = readCPUList
 		}
 		set, ok, err := read(filepath.Join(dir, n))

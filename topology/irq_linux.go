@@ -41,14 +41,9 @@ func readIRQs(procRoot, path string) ([]IRQ, []Warning, error) {
 		q := IRQ{Number: l.number, Chip: l.chip, Name: l.name}
 		q.Kind, q.Queue = classifyIRQ(l.name)
 		dir := filepath.Join(procRoot, "irq", strconv.Itoa(l.number))
-		set, ok, err := readCPUList(filepath.Join(dir, "smp_affinity_list"))
+		set, ok, err := readFirstSet(dir, "smp_affinity_list", "smp_affinity")
 		if err != nil {
 			return nil, nil, err
-		}
-		if !ok {
-			if set, ok, err = readCPUMask(filepath.Join(dir, "smp_affinity")); err != nil {
-				return nil, nil, err
-			}
 		}
 		if !ok {
 			noAffinity++

@@ -53,14 +53,9 @@ func readNodes(sysRoot string, cpus []CPU, index map[int]int) ([]NUMANode, []War
 	pos := map[int]int{}
 	for _, id := range ids {
 		dir := filepath.Join(nodeRoot, "node"+strconv.Itoa(id))
-		set, ok, err := readCPUList(filepath.Join(dir, "cpulist"))
+		set, _, err := readFirstSet(dir, "cpulist", "cpumap")
 		if err != nil {
 			return nil, nil, err
-		}
-		if !ok {
-			if set, _, err = readCPUMask(filepath.Join(dir, "cpumap")); err != nil {
-				return nil, nil, err
-			}
 		}
 		pos[id] = len(nodes)
 		nodes = append(nodes, NUMANode{ID: id, CPUs: set})
