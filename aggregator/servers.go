@@ -24,15 +24,58 @@ import (
 	"github.com/cgpilot/cgpilot/api/report"
 )
 
-// certReloader serves the certificate in certFile/keyFile and loads it
-// again when either file changes (checked at most every 10 s), so a
-// rotated Secret needs no restart.
+// reloaded holds a value loaded from files, loaded again when one of
+// them changes (size and modification time, looked at at most every
+// 10 s once a value is held), so a rotated Secret needs no restart. A
+// load that fails keeps the last good value (the files are being
+// rewritten); with none yet, every call loads.
+type reloaded[T any] struct {
+	mu      sync.Mutex
+	val     T
+	ok      bool
+	stamp   string
+	checked time.Time
+}
+
+func (r *reloaded[T]) get(files []string, load func() (T, error)) (T, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ok && time.Since(r.checked) < 10*time.Second {
+		return r.val, nil
+	}
+	r.checked = time.Now()
+	stamp := filesStamp(files)
+	if r.ok && stamp == r.stamp {
+		return r.val, nil
+	}
+	v, err := load()
+	if err != nil {
+		if r.ok {
+			return r.val, nil
+		}
+		return v, err
+	}
+	r.val, r.ok, r.stamp = v, true, stamp
+	return v, nil
+}
+
+// filesStamp changes when one of files does (a missing one counts as
+// empty).
+func filesStamp(files []string) string {
+	var b strings.Builder
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil {
+			fmt.Fprintf(&b, "%d/%d;", fi.ModTime().UnixNano(), fi.Size())
+		}
+	}
+	return b.String()
+}
+
+// certReloader serves the certificate in certFile/keyFile, reloaded when
+// either file changes.
 type certReloader struct {
 	certFile, keyFile string
-	mu                sync.Mutex
-	cert              *tls.Certificate
-	stamp             string
-	checked           time.Time
+	cert              reloaded[*tls.Certificate]
 }
 
 func newCertReloader(certFile, keyFile string) (*certReloader, error) {
@@ -43,36 +86,14 @@ func newCertReloader(certFile, keyFile string) (*certReloader, error) {
 	return r, nil
 }
 
-func (r *certReloader) stampOf() string {
-	var b strings.Builder
-	for _, f := range []string{r.certFile, r.keyFile} {
-		if fi, err := os.Stat(f); err == nil {
-			fmt.Fprintf(&b, "%d/%d;", fi.ModTime().UnixNano(), fi.Size())
-		}
-	}
-	return b.String()
-}
-
 func (r *certReloader) get() (*tls.Certificate, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cert != nil && time.Since(r.checked) < 10*time.Second {
-		return r.cert, nil
-	}
-	r.checked = time.Now()
-	stamp := r.stampOf()
-	if r.cert != nil && stamp == r.stamp {
-		return r.cert, nil
-	}
-	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
-	if err != nil {
-		if r.cert != nil {
-			return r.cert, nil // keep serving the old one until the pair is whole
+	return r.cert.get([]string{r.certFile, r.keyFile}, func() (*tls.Certificate, error) {
+		c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: serving certificate: %v", ErrConfig, err)
 		}
-		return nil, fmt.Errorf("%w: serving certificate: %v", ErrConfig, err)
-	}
-	r.cert, r.stamp = &c, stamp
-	return r.cert, nil
+		return &c, nil
+	})
 }
 
 // tlsConfig serves the certificate and asks callers for theirs, which
@@ -211,41 +232,22 @@ type clientCerts struct {
 	// any admits every caller (the insecure opt-out).
 	any bool
 
-	mu      sync.Mutex
-	pool    *x509.CertPool
-	stamp   string
-	checked time.Time
-	err     error
+	ca reloaded[*x509.CertPool]
 }
 
+// caPool is the client CA, reloaded when its file changes.
 func (c *clientCerts) caPool() (*x509.CertPool, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pool != nil && time.Since(c.checked) < 10*time.Second {
-		return c.pool, nil
-	}
-	c.checked = time.Now()
-	var stamp string
-	if fi, err := os.Stat(c.file); err == nil {
-		stamp = fmt.Sprintf("%d/%d", fi.ModTime().UnixNano(), fi.Size())
-	}
-	if c.pool != nil && stamp == c.stamp {
-		return c.pool, nil
-	}
-	pem, err := os.ReadFile(c.file)
-	if err == nil {
-		pool := x509.NewCertPool()
-		if pool.AppendCertsFromPEM(pem) {
-			c.pool, c.stamp, c.err = pool, stamp, nil
-			return pool, nil
+	return c.ca.get([]string{c.file}, func() (*x509.CertPool, error) {
+		pem, err := os.ReadFile(c.file)
+		if err == nil {
+			pool := x509.NewCertPool()
+			if pool.AppendCertsFromPEM(pem) {
+				return pool, nil
+			}
+			err = errors.New("no PEM certificate in it")
 		}
-		err = errors.New("no PEM certificate in it")
-	}
-	if c.pool != nil {
-		return c.pool, nil // keep the last good one while the file is rewritten
-	}
-	c.err = fmt.Errorf("%s client CA %s: %v", c.what, c.file, err)
-	return nil, c.err
+		return nil, fmt.Errorf("%s client CA %s: %v", c.what, c.file, err)
+	})
 }
 
 // check admits r or says why not.
