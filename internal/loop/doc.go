@@ -16,14 +16,15 @@
 //
 // Every (every.go) is the one ticker loop of periodic passes (the
 // aggregator's folds, checkpoints, sweeps, Events and rescheduling): f
-// every interval until the context ends, never overlapping itself;
-// Guard.Every is the same loop with each pass an iteration of a guarded
-// loop (the agent's sweep, sampling rounds, reports and histogram
-// checkpoints). Work (queue.go) is the one worker loop over a work queue
-// (the agent's reconcile and status workers, the resize applier): a key
-// that failed is requeued with the queue's backoff, one that did not has
-// its backoff forgotten. Sleep is the one wait that ends with its
-// context (Run's backoff, the report client's, the aggregator's retries).
+// every interval until the context ends, never overlapping itself.
+// Guard.Every (loop.go, beside Run) is the same loop with each pass an
+// iteration of a guarded loop (the agent's sweep, sampling rounds,
+// reports and histogram checkpoints). Work is the one worker loop over a
+// work queue (the agent's reconcile and status workers, the resize
+// applier): a key that failed is requeued with the queue's backoff, one
+// that did not has its backoff forgotten. Sleep is the one wait that ends
+// with its context (Run's backoff, the report client's, the aggregator's
+// retries).
 //
 // A recovered panic leaves the iteration half done: code that runs under
 // a Guard must release its locks with defer (a lock held at the panic

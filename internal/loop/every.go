@@ -22,21 +22,3 @@ func Every(ctx context.Context, d time.Duration, f func()) {
 		f()
 	}
 }
-
-// Every is the package's Every with each call of f an iteration of loop
-// under g: a panicking f costs that call, and the next waits Run's
-// backoff as well as the tick. The wait for the tick is part of the
-// iteration, as in Run.
-func (g *Guard) Every(ctx context.Context, loop string, d time.Duration, f func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	g.Run(ctx, loop, func() bool {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-		f()
-		return true
-	})
-}

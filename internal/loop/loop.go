@@ -114,6 +114,56 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// Every is the package's Every (every.go) with each call of f an
+// iteration of loop under g: a panicking f costs that call, and the next
+// waits Run's backoff as well as the tick. The wait for the tick is part
+// of the iteration, as in Run.
+func (g *Guard) Every(ctx context.Context, loop string, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	g.Run(ctx, loop, func() bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		f()
+		return true
+	})
+}
+
+// Queue is what Work needs of a rate-limiting work queue: client-go's
+// workqueue.TypedRateLimitingInterface has it (this package imports no
+// client-go).
+type Queue[K comparable] interface {
+	Get() (key K, shutdown bool)
+	Done(key K)
+	Forget(key K)
+	AddRateLimited(key K)
+}
+
+// Work is the one worker loop over a work queue: it takes keys from q
+// until q is shut down and drained, and runs handle on each. A key handled
+// without error has its backoff forgotten; one that failed is given to
+// failed (to log it) and requeued with the queue's backoff. handle runs
+// its own Guard iteration (a panic is its error), so that the caller
+// decides what a panic costs beyond the retry.
+func Work[K comparable](q Queue[K], handle func(K) error, failed func(K, error)) {
+	for {
+		key, quit := q.Get()
+		if quit {
+			return
+		}
+		if err := handle(key); err != nil {
+			failed(key, err)
+			q.AddRateLimited(key)
+		} else {
+			q.Forget(key)
+		}
+		q.Done(key)
+	}
+}
+
 // next is the backoff after one more panicking iteration.
 func (g *Guard) next(cur time.Duration) time.Duration {
 	lo, hi := DefaultMinBackoff, DefaultMaxBackoff
