@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,6 +166,32 @@ func TestNodeRightsizeInPlace(t *testing.T) {
 	b.policy(t, "bad-window", with(map[string]any{"mode": "InPlace", "podSelector": sel("nothing"),
 		"avoidWindows": []any{map[string]any{"schedule": "61 * * * *", "duration": "1h"}}}))
 
+	// Every update of the workload's pods, in order: the agent must send
+	// pods/resize before it writes the change into the annotation (a pod
+	// update just before the resize held it back in the kubelet).
+	type update struct {
+		pod, state string
+		cpu        int64
+	}
+	var (
+		updMu   sync.Mutex
+		updates []update
+	)
+	w, err := b.cs.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	go func() {
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && strings.HasPrefix(p.Name, "web-") {
+				updMu.Lock()
+				updates = append(updates, update{p.Name, recommendationOf(p).State, milli(p.Spec.Containers[0].Resources.Requests, corev1.ResourceCPU)})
+				updMu.Unlock()
+			}
+		}
+	}()
+
 	// Five pods on a 2-CPU node: their requests must fit, or the kubelet
 	// refuses one (OutOfcpu).
 	over := rl("300m", "256Mi")
@@ -217,6 +244,22 @@ func TestNodeRightsizeInPlace(t *testing.T) {
 	if st.RestartCount != 0 {
 		t.Fatalf("web restarted %d times", st.RestartCount)
 	}
+	w.Stop()
+	updMu.Lock()
+	for i, u := range updates {
+		if u.pod != web.Name {
+			continue
+		}
+		if u.cpu < 300 {
+			t.Logf("web: %d updates before pods/resize, none announcing it", i)
+			break
+		}
+		if u.state == "Resize" {
+			t.Errorf("the annotation announced the change (state Resize) before pods/resize: %+v", updates[:i+1])
+			break
+		}
+	}
+	updMu.Unlock()
 	spec := web.Spec.Containers[0].Resources
 	if st.Resources == nil || st.Resources.Requests.Cpu().Cmp(*spec.Requests.Cpu()) != 0 || st.Resources.Limits.Memory().Cmp(*spec.Limits.Memory()) != 0 {
 		t.Fatalf("the kubelet's status %+v does not show the spec %+v", st.Resources, spec)

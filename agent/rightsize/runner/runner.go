@@ -461,6 +461,14 @@ func (r *Runner) decide(p *corev1.Pod, now time.Time) {
 			}
 		}
 		r.apply.request(p, want, "Resize", summarize(d))
+		// The annotation waits for the resize's outcome (the applier's
+		// setState writes it, accepted or refused). Every pod update is a
+		// kubelet sync, and the kubelet's pod worker starts the next sync
+		// only after a PLEG relist newer than the last one (up to 1 s): an
+		// annotation written just before pods/resize held the resize back
+		// that long (BenchmarkNodeResizeToCgroup: p50 436 ms against 70 ms
+		// for the same resize sent alone).
+		return
 	}
 	r.annotate(p)
 }
