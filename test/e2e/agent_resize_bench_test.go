@@ -117,10 +117,19 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 		b.StopTimer()
 		settled(cpu) // the kubelet done with it: the next flip is a fresh decision
 		// A pod is resized at most once a step (1s here), whatever
-		// brings the decision forward: the next flip waits for the
-		// step after this decision (at the latest when its resize was
-		// accepted), or it would time the step's wait, not the path.
-		time.Sleep(time.Until(t0.Add(s + time.Second + 100*time.Millisecond)))
+		// brings the decision forward, so the next flip waits out the
+		// step, or it would time the step's wait, not the path. It also
+		// waits for the agent's last write of this change, the
+		// annotation's Applied: a pod update that the kubelet syncs, and
+		// the kubelet's pod worker starts a pod's next sync only after a
+		// PLEG relist (1 s) newer than its last one, so a resize within a
+		// relist of that write would wait for the next relist. In use a
+		// step (an hour by default) lies between the two; here 1.5 s.
+		within(b, 30*time.Second, "the change verified (Applied)", func() (bool, string) {
+			rec := recommendationOf(bd.pod(b, "bench"))
+			return rec.State == "Applied" && rec.LastApplied != nil && !rec.LastApplied.Before(t0.Truncate(time.Second)), fmt.Sprintf("%s at %v", rec.State, rec.LastApplied)
+		})
+		time.Sleep(max(time.Until(t0.Add(s+time.Second+100*time.Millisecond)), 1500*time.Millisecond))
 		b.StartTimer()
 		// The baseline: the same resize sent directly.
 		// What the agent sends under KeepRatio: the request and the limit
