@@ -110,10 +110,12 @@ test-e2e:
 	  $(GO) test $(RACE) -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) $$pkgs
 
 # The control paths beside their floors and the agent's footprint, in one
-# run (root: kernel, e2e and node tiers; about 15 minutes, more while
+# run (root: kernel, e2e and node tiers; about 25 minutes, more while
 # another node test holds the host's node): PATHS=annotation,refresh to
-# choose, BENCH_OUT for the JSON. Not part of make test.
-PATHS ?= annotation,refresh,resize,footprint
+# choose, BENCH_OUT for the JSON. Not part of make test. footprint is the
+# agent alone against 1,000 fake pods; nodefootprint the real node at its
+# maxPods (110) with the kubelet's and containerd's CPU beside the agent's.
+PATHS ?= annotation,refresh,resize,footprint,nodefootprint
 BENCH_OUT ?= bench.json
 bench:
 	$(GO) run ./hack/benchpaths -paths $(PATHS) -out $(BENCH_OUT)

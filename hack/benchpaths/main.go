@@ -6,7 +6,7 @@
 // same benchmark on the same machine) with their ratio; with -out it also
 // writes the figures as JSON. It is `make bench`.
 //
-//	go run ./hack/benchpaths [-paths annotation,refresh,resize,footprint] [-out bench.json]
+//	go run ./hack/benchpaths [-paths annotation,refresh,resize,footprint,nodefootprint] [-out bench.json]
 //
 // Each path is one `go test -bench` of an existing benchmark; this command
 // only runs them with the tiers' environment (kernel, e2e, node) and reads
@@ -76,10 +76,12 @@ var paths = []path{
 		Floor: "the same pods/resize sent directly", Goal: 1.2},
 	{Name: "footprint", Benchmark: "BenchmarkAgentFootprint", Package: "./test/e2e/", Runs: 1,
 		Floor: "goals: ≤ 1 % of a core and ≤ 64 MiB at 1,000 pods"},
+	{Name: "nodefootprint", Benchmark: "BenchmarkNodeFootprint", Package: "./test/e2e/", Runs: 1,
+		Floor: "the real node at maxPods (110); goals: ≤ 0.3 % of a core, ≤ 48 MiB, below the kubelet's CPU"},
 }
 
 func main() {
-	only := flag.String("paths", "annotation,refresh,resize,footprint", "comma-separated paths to run")
+	only := flag.String("paths", "annotation,refresh,resize,footprint,nodefootprint", "comma-separated paths to run")
 	out := flag.String("out", "", "write the results as JSON to this file")
 	flag.Parse()
 	want := map[string]bool{}
@@ -173,25 +175,26 @@ func run(p path, env []string) result {
 
 func printTable(w io.Writer, results []result) {
 	fmt.Fprintf(w, "\ncgpilot paths, %s, %d CPUs, kernel %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), kernel())
-	fmt.Fprintf(w, "%-11s %10s %10s %12s %12s %8s %8s  %-6s %s\n", "path", "p50", "p99", "floor p50", "floor p99", "×p50", "×p99", "goal", "floor")
+	fmt.Fprintf(w, "%-13s %10s %10s %12s %12s %8s %8s  %-6s %s\n", "path", "p50", "p99", "floor p50", "floor p99", "×p50", "×p99", "goal", "floor")
 	for _, r := range results {
 		switch {
 		case r.Error != "":
-			fmt.Fprintf(w, "%-11s %s\n", r.Name, r.Error)
+			fmt.Fprintf(w, "%-13s %s\n", r.Name, r.Error)
 		case r.oursP50 == "":
 			var keys []string
-			for _, k := range []string{"agent-cpu-%", "rss-MiB", "kubelet-cpu-%", "pools-cpu-%", "collector-cpu-%", "reporting-agent-cpu-%", "reporting-rss-MiB"} {
+			for _, k := range []string{"agent-cpu-%", "rss-MiB", "agent-rss-MiB", "kubelet-cpu-%", "kubelet-rss-MiB", "agent/kubelet-cpu", "containerd-cpu-%", "pods",
+				"pools-cpu-%", "collector-cpu-%", "reporting-agent-cpu-%", "reporting-rss-MiB"} {
 				if v, ok := r.Metrics[k]; ok {
 					keys = append(keys, fmt.Sprintf("%s %.3g", k, v))
 				}
 			}
-			fmt.Fprintf(w, "%-11s %s (%s)\n", r.Name, strings.Join(keys, ", "), r.Floor)
+			fmt.Fprintf(w, "%-13s %s (%s)\n", r.Name, strings.Join(keys, ", "), r.Floor)
 		default:
 			verdict := "-"
 			if r.Pass != nil {
 				verdict = map[bool]string{true: "PASS", false: "FAIL"}[*r.Pass]
 			}
-			fmt.Fprintf(w, "%-11s %8.1fms %8.1fms %10.1fms %10.1fms %7.2f× %7.2f×  %-6s %s (≤ %.1f×)\n", r.Name, r.P50, r.P99, r.FloorP50, r.FloorP99,
+			fmt.Fprintf(w, "%-13s %8.1fms %8.1fms %10.1fms %10.1fms %7.2f× %7.2f×  %-6s %s (≤ %.1f×)\n", r.Name, r.P50, r.P99, r.FloorP50, r.FloorP99,
 				r.RatioP50, r.RatioP99, verdict, r.Floor, r.Goal)
 		}
 	}

@@ -448,6 +448,18 @@ func (n *Node) RestartKubelet(ctx context.Context, change func(*NodeOptions)) er
 	return n.waitReady(ctx, o.ReadyTimeout, since)
 }
 
+// PID is the process id of the node's process name ("containerd",
+// "kubelet"), when the node recorded one and it is still that process
+// (ProcRecord.Alive: a reused pid is not taken for it). A benchmark reads
+// its CPU time and RSS from /proc/PID.
+func (n *Node) PID(name string) (int, bool) {
+	rec := n.proc(name)
+	if rec == nil || !rec.Alive() {
+		return 0, false
+	}
+	return rec.PID, true
+}
+
 func (n *Node) proc(name string) *ProcRecord {
 	for i := range n.State.Procs {
 		if n.State.Procs[i].Name == name {

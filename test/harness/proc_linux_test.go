@@ -67,6 +67,28 @@ func TestProcAliveRejectsReusedPID(t *testing.T) {
 	}
 }
 
+// TestNodePID: a recorded, live process gives its pid; an unrecorded
+// name, or a record whose pid now belongs to another process, gives none.
+func TestNodePID(t *testing.T) {
+	st, err := procStartTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{State: &NodeState{Procs: []ProcRecord{
+		{Name: "containerd", PID: os.Getpid(), StartTime: st + 1}, // the pid reused
+		{Name: "kubelet", PID: os.Getpid(), StartTime: st},
+	}}}
+	if pid, ok := n.PID("kubelet"); !ok || pid != os.Getpid() {
+		t.Errorf("PID(kubelet) = %d, %v; want %d, true", pid, ok, os.Getpid())
+	}
+	if pid, ok := n.PID("containerd"); ok {
+		t.Errorf("PID(containerd) = %d, true for a reused pid", pid)
+	}
+	if pid, ok := n.PID("etcd"); ok {
+		t.Errorf("PID(etcd) = %d, true for a process the node never started", pid)
+	}
+}
+
 func TestTailFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "log")
 	var b strings.Builder
