@@ -48,9 +48,9 @@ import (
 // CGPILOT_NODE_FOOTPRINT_JSON=FILE writes the figures as JSON;
 // CGPILOT_NODE_FOOTPRINT_PROFILE=DIR turns on the agent's --profiling and,
 // after the window (so the profiler does not count in it), saves a CPU
-// profile of the same length, a heap profile and the goroutines. Pods start
-// at 0.3-3 a second on this 2-core machine, by its load: a run takes 5-10
-// minutes. ns/op is the whole run, set-up included.
+// profile of the same length, a heap profile, the goroutines and the
+// agent's log. Pods start at 0.3-3 a second on this 2-core machine, by its
+// load: a run takes 5-10 minutes. ns/op is the whole run, set-up included.
 //
 //	CGPILOT_K8S_BINS=$(test/k8sbins/build.sh) CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=1 CGPILOT_TEST_KERNEL=1 \
 //	  CGPILOT_NODE_FOOTPRINT_JSON=/tmp/node-footprint.json go test ./test/e2e -run '^$' -bench BenchmarkNodeFootprint -benchtime 1x -timeout 40m
@@ -299,6 +299,8 @@ func nodeFootprint(b *testing.B) nodeFootprintReport {
 		saveURL(b, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", health, int(window.Seconds())), base+".cpu.pprof")
 		saveURL(b, "http://"+health+"/debug/pprof/heap", base+".heap.pprof")
 		saveURL(b, "http://"+health+"/debug/pprof/goroutine?debug=1", base+".goroutines.txt")
+		(&churnBed{deployBed: d, tb: b}).saveLog(agent.Name, base+".agent.log")
+		b.Logf("saved %s.agent.log", base)
 	}
 
 	// The run counts only if it measured what it says.
