@@ -59,7 +59,8 @@ type Config struct {
 	// pids from ("/dev/kmsg" when empty, "-" for none).
 	Kmsg string
 	// Poll is the interval at which the counters backend re-reads every
-	// counter, in case a notification was missed (2 s when zero).
+	// counter, in case a notification was missed (DefaultPoll when zero;
+	// at most FallbackPoll once inotify fails).
 	Poll time.Duration
 	// Logger gets the backend choice and non-fatal problems (none when nil).
 	Logger logr.Logger
@@ -125,7 +126,7 @@ func New(cfg Config) (*Watcher, error) {
 		cfg.Kmsg = "/dev/kmsg"
 	}
 	if cfg.Poll == 0 {
-		cfg.Poll = 2 * time.Second
+		cfg.Poll = DefaultPoll
 	}
 	if cfg.Poll < 0 || cfg.EventBuffer < 0 {
 		return nil, fmt.Errorf("oomwatch: negative Poll %v or EventBuffer %d", cfg.Poll, cfg.EventBuffer)
