@@ -17,6 +17,11 @@
 //	                OOM bump is kept under a later step change), the
 //	                pods/resize patch or the cgroup plan, Verify
 //
+// The annotation of a change is written with the resize's outcome, after
+// the patch, and an annotation that differs only in its explanations is
+// not written at all: each pod update is a kubelet sync, and a resize
+// within a PLEG relist of one waits for the next relist (annotate).
+//
 // # From an OOM kill to the raised limit
 //
 //	oom.go          oomLoop → onOOM: the watched cgroup's container,
