@@ -26,7 +26,8 @@
 //
 //	oom.go          oomLoop → onOOM: the watched cgroup's container,
 //	                rightsize.OOMBump, one leveled write of pod and
-//	                container (bumpCgroups), then the durable half through
+//	                container (bumpCgroups), then the kill recorded
+//	                (histograms, report, Event) and the durable half through
 //	                the applier; a refused raise goes back (bumpRefused)
 //
 // # Files

@@ -77,15 +77,26 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 		}
 	}
 	usage := max(c.Spec.Limits.Memory, c.Usage)
-	key := report.Key{Workload: workload, Container: ref.container}.String()
-	r.engine.RecordOOM(key, recommend.OOMEvent{Time: ev.Time, UsageBytes: usage, LimitBytes: c.Spec.Limits.Memory, RequestBytes: c.Spec.Requests.Memory})
-	r.rep.OOMKilled(key, p.Name, ev.Time, usage, c.Spec.Limits.Memory, c.Spec.Requests.Memory)
-	victim := fmt.Sprintf("pid %d %q", ev.PID, ev.Comm)
-	if ev.PID == 0 {
-		victim = "seen by the cgroup's OOM counter: process unknown"
+	// The kill is recorded (histograms, report, Event) on every path, but
+	// after the cgroup write where there is one: none of it decides the
+	// raise, and the raise is the part measured in milliseconds.
+	recorded := false
+	record := func() {
+		if recorded {
+			return
+		}
+		recorded = true
+		key := report.Key{Workload: workload, Container: ref.container}.String()
+		r.engine.RecordOOM(key, recommend.OOMEvent{Time: ev.Time, UsageBytes: usage, LimitBytes: c.Spec.Limits.Memory, RequestBytes: c.Spec.Requests.Memory})
+		r.rep.OOMKilled(key, p.Name, ev.Time, usage, c.Spec.Limits.Memory, c.Spec.Requests.Memory)
+		victim := fmt.Sprintf("pid %d %q", ev.PID, ev.Comm)
+		if ev.PID == 0 {
+			victim = "seen by the cgroup's OOM counter: process unknown"
+		}
+		msg := fmt.Sprintf("container %s OOM-killed (%s) at memory limit %s", ref.container, victim, local.FormatMemory(c.Spec.Limits.Memory))
+		r.host.Emit(who, Event{Warning: true, Reason: "OOMKilled", Message: msg})
 	}
-	msg := fmt.Sprintf("container %s OOM-killed (%s) at memory limit %s", ref.container, victim, local.FormatMemory(c.Spec.Limits.Memory))
-	r.host.Emit(who, Event{Warning: true, Reason: "OOMKilled", Message: msg})
+	defer record() // a panic below still records the kill
 
 	pol, eff := rightsize.Effective(in)
 	if pol == nil || !eff.Mode.Applies() {
@@ -98,15 +109,19 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 	to, clamped, why := rightsize.OOMBump(in, pol, ref.container, usage, kills, bumps)
 	if why != "" {
 		r.m.oomBumps.WithLabelValues("at-limit").Inc()
+		record()
 		r.host.Emit(who, Event{Warning: true, Reason: "MemoryNotRaised",
 			Message: fmt.Sprintf("container %s: memory limit not raised: %s", ref.container, why)})
 		return
 	}
+	err := r.bumpCgroups(ref.uid, ctr, c.Spec.Limits.Memory, to.Limits.Memory)
+	written := oomwatch.Monotonic()
+	record()
 	if len(clamped) > 0 {
 		r.m.clamped.WithLabelValues("oom").Inc()
 		r.log.Info("an OOM bump was clamped", "pod", podspec.Key(p.Namespace, p.Name), "policy", pol.Name, "bounds", policy.Bindings(clamped))
 	}
-	if err := r.bumpCgroups(ref.uid, ctr, c.Spec.Limits.Memory, to.Limits.Memory); err != nil {
+	if err != nil {
 		r.m.oomBumps.WithLabelValues("failed").Inc()
 		r.host.Emit(who, Event{Warning: true, Reason: "MemoryRaiseFailed", Message: err.Error()})
 	} else {
@@ -116,7 +131,7 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 			from = ev.Seen
 		}
 		if from > 0 {
-			d := oomwatch.Monotonic() - from
+			d := written - from
 			r.m.oomLatency.Observe(d.Seconds())
 			if r.bumped != nil {
 				r.bumped(ev, d)
