@@ -252,8 +252,9 @@ func (c *counterBackend) poll() {
 }
 
 // check reads dir's counter and emits one event per new kill, and returns
-// how many it emitted (-1: the cgroup is gone and no longer watched). With wait > 0 (a v1 OOM notification) it re-reads
-// until the counter moves or wait has passed.
+// how many it emitted (-1: the cgroup is gone and no longer watched). With
+// wait > 0 (a v1 OOM notification) it re-reads until the counter moves or
+// wait has passed.
 func (c *counterBackend) check(dir string, wait time.Duration) int {
 	deadline := time.Now().Add(wait)
 	for delay := 200 * time.Microsecond; ; delay *= 2 {

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"encoding/json"
 	"testing"
 
 	local "github.com/cgpilot/cgpilot/api/local"
@@ -42,13 +43,17 @@ func TestOnlyExplanationsDiffer(t *testing.T) {
 		{"memory gone", edit(func(r *local.Recommendation) { r.Containers[0].Memory = nil }), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := onlyExplanationsDiffer(tc.value, current); got != tc.want {
+			var rec local.Recommendation
+			if err := json.Unmarshal([]byte(tc.value), &rec); err != nil {
+				t.Fatal(err)
+			}
+			if got := onlyExplanationsDiffer(rec, tc.value, current); got != tc.want {
 				t.Errorf("onlyExplanationsDiffer = %v, want %v\nvalue   %s\ncurrent %s", got, tc.want, tc.value, current)
 			}
 		})
 	}
 	for _, cur := range []string{"", "{", "not json"} {
-		if onlyExplanationsDiffer(current, cur) {
+		if onlyExplanationsDiffer(base(), current, cur) {
 			t.Errorf("an unreadable annotation %q counted as the same", cur)
 		}
 	}
