@@ -11,8 +11,10 @@
 //
 //	runner.go       Track makes a pod's containers collector targets; each
 //	                round feeds the histograms (rightsize.Engine) and the
-//	                floors (Round); decideAll → decide → input builds the
-//	                decision's view and asks rightsize.Decide
+//	                floors (Round); decideAll takes the pods due from
+//	                due.go's queue (no walk of every pod at a tick) →
+//	                decide → input builds the decision's view and asks
+//	                rightsize.Decide
 //	apply.go        the applier's queue (latest change per pod wins; an
 //	                OOM bump is kept under a later step change), the
 //	                pods/resize patch or the cgroup plan, Verify
@@ -33,7 +35,8 @@
 // # Files
 //
 // host.go (what the agent gives: Host, Options; the loops' names; the
-// metrics), runner.go, apply.go, oom.go, policies.go (the RightsizePolicy
+// metrics), runner.go, due.go (the tracked pods ordered by their next
+// decision), apply.go, oom.go, policies.go (the RightsizePolicy
 // and namespace informers feeding the policy compiler
 // api/v1alpha1/policy), policystatus.go (this node's entry of each
 // policy's status, by server-side apply), bounds.go (LimitRanges and the

@@ -145,7 +145,7 @@ func TestDecideAllPodForgottenMidRound(t *testing.T) {
 				t.Fatalf("decideAll panicked on a pod forgotten between its listing and its lookup: %v", v)
 			}
 		}()
-		r.decideAll(now)
+		r.decideAll(now, time.Second)
 	}()
 	if forgotten != 1 {
 		t.Fatalf("the window was hit %d times, want once: the test no longer reproduces the race", forgotten)

@@ -85,8 +85,10 @@ type Runner struct {
 	// whenever mu is free, so a lookup made after mu was released (a UID
 	// listed earlier) tolerates its absence.
 	pods map[string]*rsPod
-	dirs map[string]ctrRef     // OOM-watched memory dir -> container
-	last map[string]lastSample // by runtime container ID
+	// queue orders the tracked pods by their next decision.
+	queue dueQueue
+	dirs  map[string]ctrRef     // OOM-watched memory dir -> container
+	last  map[string]lastSample // by runtime container ID
 	// pendingRec are recommendation annotations to write, by pod key.
 	pendingRec *pending[pendingRecommendation]
 	// due asks decideAll to run before the next round (a policy changed).
@@ -123,6 +125,7 @@ type rsPod struct {
 	// next is when the pod's next decision is due; fingerprint is what it
 	// was decided on (a policy or annotation change decides at once).
 	next        time.Time
+	due         int // the pod's place in Runner.queue (-1: not queued)
 	fingerprint string
 	decision    rightsize.Decision
 	state       string // the annotation's state
@@ -193,7 +196,7 @@ func (r *Runner) Round(_ time.Time, samples []collector.Sample) {
 func (r *Runner) policyChanged() {
 	r.mu.Lock()
 	for _, rp := range r.pods {
-		rp.next = time.Time{}
+		r.scheduleLocked(rp, time.Time{})
 	}
 	r.mu.Unlock()
 	select {
@@ -254,8 +257,9 @@ func (r *Runner) Track(p *corev1.Pod, untouched bool, qos cgroup.QoS) {
 	defer r.mu.Unlock()
 	rp := r.pods[string(p.UID)]
 	if rp == nil {
-		rp = &rsPod{ref: PodRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}, original: originalOf(p), lastResize: lastAppliedOf(p, time.Now())}
+		rp = &rsPod{ref: PodRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}, original: originalOf(p), lastResize: lastAppliedOf(p, time.Now()), due: -1}
 		r.pods[string(p.UID)] = rp
+		r.scheduleLocked(rp, time.Time{})
 	}
 	rp.workload, rp.qos = wl, qos
 	for name, old := range rp.containers {
@@ -279,7 +283,8 @@ func (r *Runner) Track(p *corev1.Pod, untouched bool, qos cgroup.QoS) {
 		}
 	}
 	if fp := r.fingerprint(p); fp != rp.fingerprint {
-		rp.fingerprint, rp.next = fp, time.Time{}
+		rp.fingerprint = fp
+		r.scheduleLocked(rp, time.Time{})
 	}
 }
 
@@ -321,6 +326,7 @@ func (r *Runner) Untrack(uid string) {
 		r.unwatchLocked(c.memDir)
 		delete(r.last, c.id)
 	}
+	r.unscheduleLocked(rp)
 	delete(r.pods, uid)
 }
 
@@ -369,22 +375,19 @@ func (r *Runner) decideLoop(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		case <-r.due:
 		}
-		r.decideAll(time.Now())
+		r.decideAll(time.Now(), every)
 		return true
 	})
 }
 
-// decideAll decides for every tracked pod whose step is due.
-func (r *Runner) decideAll(now time.Time) {
+// decideAll decides for the tracked pods whose step is due (found in the
+// queue, not by walking every pod); one it cannot decide now is tried
+// again after retry.
+func (r *Runner) decideAll(now time.Time, retry time.Duration) {
 	r.mu.Lock()
-	uids := make([]string, 0, len(r.pods))
-	for uid, rp := range r.pods {
-		if !now.Before(rp.next) {
-			uids = append(uids, uid)
-		}
-	}
+	uids := r.dueLocked(now, now.Add(retry))
 	r.mu.Unlock()
-	sort.Strings(uids)
+	sort.Strings(uids) // a stable order: pods of one workload decide alike
 	for _, uid := range uids {
 		p := r.host.PodByUID(uid)
 		if p == nil {
@@ -424,7 +427,8 @@ func (r *Runner) decide(p *corev1.Pod, now time.Time) {
 		return
 	}
 	prev := rp.decision
-	rp.decision, rp.next = d, now.Add(step)
+	rp.decision = d
+	r.scheduleLocked(rp, now.Add(step))
 	if d.Apply {
 		rp.lastResize = now
 	}

@@ -17,7 +17,7 @@ import (
 func TestStateEntriesFollowThePods(t *testing.T) {
 	r, _ := unitRightsizer(t)
 	a, b := r.addPod(t, "a"), r.addPod(t, "b")
-	r.decideAll(time.Now())
+	r.decideAll(time.Now(), time.Second)
 	series := func() map[string]int {
 		out := map[string]int{}
 		r.Sizes(out)
