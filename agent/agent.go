@@ -244,6 +244,9 @@ func (c *controller) run(ctx context.Context) error {
 			q.ShutDown()
 		}
 		c.wg.Wait()
+		if err := c.pools.Flush(); err != nil {
+			c.log.Error(err, "the checkpoint's last release-isolation change was not saved; the pods' annotations restore it")
+		}
 		if c.rs != nil {
 			c.rs.Stop()
 		}

@@ -273,6 +273,9 @@ func (c *controller) report(ctx context.Context, who *podRef, pod *corev1.Pod, r
 	if res.SharedChanged {
 		c.statusQ.Add(nodeKey)
 	}
+	if res.Unsaved {
+		c.statusQ.Add(checkpointKey)
+	}
 }
 
 func (c *controller) podByUID(uid string) *corev1.Pod {
@@ -286,6 +289,11 @@ func (c *controller) podByUID(uid string) *corev1.Pod {
 
 // nodeKey is the status queue's key for the Node annotations.
 const nodeKey = "\x00node"
+
+// checkpointKey is the status queue's key for the part of the pools'
+// checkpoint a reconcile left unwritten (pools.Result.Unsaved): its fsync
+// waits for neither the cgroup write nor the pod's next change.
+const checkpointKey = "\x00checkpoint"
 
 // pendingStatus is the latest status annotation decided for a pod.
 type pendingStatus struct {
@@ -303,7 +311,7 @@ const statusWorkers = 4
 
 // runStatusWorker writes the annotations the reconciler decided, newest
 // first-come: a pod changed twice before its patch went out gets one patch
-// with the latest values.
+// with the latest values; and the checkpoint's deferred part (checkpointKey).
 func (c *controller) runStatusWorker(ctx context.Context) {
 	loop.Work(c.statusQ, func(key string) error {
 		return c.do(loopStatus, func() error { return c.writeStatus(ctx, key) })
@@ -313,8 +321,11 @@ func (c *controller) runStatusWorker(ctx context.Context) {
 }
 
 func (c *controller) writeStatus(ctx context.Context, key string) error {
-	if key == nodeKey {
+	switch key {
+	case nodeKey:
 		return c.patchNode(ctx)
+	case checkpointKey:
+		return c.pools.Flush()
 	}
 	if rest, ok := strings.CutPrefix(key, runner.RecKeyPrefix); ok {
 		if c.rs == nil {

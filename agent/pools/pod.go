@@ -79,6 +79,9 @@ type Result struct {
 	Pending  map[string]bool
 	Refusal  string // reason, when refused
 	Released bool   // exclusive CPUs were released
+	// Unsaved: the checkpoint has a change of release-isolation to write
+	// (Manager.Flush), left out of the path to the cgroups.
+	Unsaved bool
 }
 
 func (r *Result) fail(uid string, err error) {

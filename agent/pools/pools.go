@@ -113,6 +113,11 @@ func New(o Options) (*Manager, error) {
 // State returns the read side of the pool state.
 func (m *Manager) State() Reader { return m.state }
 
+// Flush writes what Sync left out of the checkpoint (Result.Unsaved: a
+// change of release-isolation alone, which owns no CPU); a failure is
+// left to the next Flush.
+func (m *Manager) Flush() error { return m.state.flush() }
+
 // Cap is the largest number of CPUs exclusive pods may hold now (the cap
 // and, when on, the sellable rule) given every pod of the node.
 func (m *Manager) Cap(all []Pod) int {
@@ -231,6 +236,7 @@ func (m *Manager) Sync(p Pod, all func() []Pod) Result {
 		pods = all()
 	}
 	res.Written = m.apply(pods, p.UID, false, &res)
+	res.Unsaved = m.state.unsaved()
 	if res.SharedChanged && len(res.Failed) == 0 {
 		m.sharedApplied = &after
 	}

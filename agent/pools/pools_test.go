@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ type fakeCgroups struct {
 	quota   map[string]string        // cpu.cfs_quota_us as set
 	failOn  string                   // ApplyPod fails for this pod path
 	applied []cgroup.PodCPUs
+	onApply func(cgroup.PodCPUs) // called before ApplyPod writes
 }
 
 func newFakeCgroups() *fakeCgroups {
@@ -94,6 +96,9 @@ func (f *fakeCgroups) ApplyPod(p cgroup.PodCPUs) ([]cgroup.Written, error) {
 	}
 	if p.Path == f.failOn {
 		return nil, errors.New("EBUSY")
+	}
+	if f.onApply != nil {
+		f.onApply(p)
 	}
 	f.applied = append(f.applied, p)
 	var written []cgroup.Written
@@ -534,5 +539,85 @@ func TestPoolsSweepCoversEveryPodInChunks(t *testing.T) {
 		if got := f.cpusOf(fmt.Sprintf("s%02d", i)); got != "1-7" {
 			t.Fatalf("s%02d on %s after the sweep", i, got)
 		}
+	}
+}
+
+// TestIsolationCheckpointedAfterTheCgroups: a change of ownership (a pod's
+// cores) is in the checkpoint before any cgroup shows it, but a change of
+// release-isolation alone, which owns nothing, is left to Flush (its fsync
+// was on the annotation's path); a failed Flush leaves it for the next.
+func TestIsolationCheckpointedAfterTheCgroups(t *testing.T) {
+	cg := newFakeCgroups()
+	file := filepath.Join(t.TempDir(), "cp")
+	m, err := New(Options{All: mustSet(t, "0-7"), Reserved: mustSet(t, "0"), CapRatio: 2.0 / 3.0, Cgroups: cg, Checkpoint: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &poolsFixture{t: t, cg: cg, m: m, pods: map[string]Pod{}}
+	db := f.add("db", cgroup.QoSGuaranteed, map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "2"}, 2)
+	dbPath, _ := cg.PodPath("db", cgroup.QoSGuaranteed)
+	// onDisk is the checkpoint's entry of db when db's cgroup is written.
+	var onDisk []Assignment
+	cg.onApply = func(p cgroup.PodCPUs) {
+		if p.Path != dbPath {
+			return
+		}
+		cp, err := ReadCheckpoint(file)
+		if err != nil {
+			t.Fatalf("checkpoint at db's cgroup write: %v", err)
+		}
+		onDisk = append(onDisk, cp["db"])
+	}
+	released := func() bool {
+		t.Helper()
+		cp, err := ReadCheckpoint(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cp["db"].ReleaseIsolation
+	}
+	step := func(name string, wantCPUs string, wantAtWrite, wantUnsaved bool) {
+		t.Helper()
+		onDisk = nil
+		res := m.Sync(db, f.all)
+		if len(res.Failed) != 0 {
+			t.Fatalf("%s: %v", name, res.Failed)
+		}
+		if len(onDisk) != 1 || onDisk[0].CPUs.String() != wantCPUs || onDisk[0].ReleaseIsolation != wantAtWrite {
+			t.Fatalf("%s: checkpoint at the cgroup write %+v, want cpus %s released %v", name, onDisk, wantCPUs, wantAtWrite)
+		}
+		if res.Unsaved != wantUnsaved || released() != wantAtWrite {
+			t.Fatalf("%s: unsaved %v, checkpoint released %v after the sync", name, res.Unsaved, released())
+		}
+	}
+	step("allocate", "1-2", false, false) // ownership: written before
+	db.Req.ReleaseIsolation = true
+	step("release", "1-2", false, true) // isolation alone: left to Flush
+	if err := m.Flush(); err != nil || !released() {
+		t.Fatalf("flush: %v, released %v", err, released())
+	}
+	db.Req.ReleaseIsolation = false
+	db.Req.CPUs = ptr(3)
+	step("restore and grow", "1-3", false, false) // with ownership: before
+	// A failed Flush: memory and cgroups hold the new isolation, the file
+	// the old one, and the next Flush writes it.
+	db.Req.ReleaseIsolation = true
+	cg.onApply = nil
+	if res := m.Sync(db, f.all); !res.Unsaved || len(res.Failed) != 0 {
+		t.Fatalf("release again: %+v", res)
+	}
+	m.state.file = filepath.Join(file, "nested")
+	if err := m.Flush(); !errors.Is(err, ErrCheckpointWrite) {
+		t.Fatalf("flush to a bad path: %v", err)
+	}
+	if a, _ := m.state.Assignment("db"); !a.ReleaseIsolation || f.cpusOf("db") != "1-7" || released() {
+		t.Fatalf("after the failed flush: %+v, cgroup %s, file released %v", a, f.cpusOf("db"), released())
+	}
+	m.state.file = file
+	if err := m.Flush(); err != nil || !released() {
+		t.Fatalf("the retry: %v, released %v", err, released())
+	}
+	if err := m.Flush(); err != nil || m.state.unsaved() {
+		t.Fatalf("a flush with nothing to write: %v", err)
 	}
 }

@@ -130,14 +130,29 @@ func (s *memState) snapshot() map[string]Assignment {
 	return maps.Clone(s.assigned)
 }
 
-// checkpointState writes a checkpoint on every change, under one mutex, so
+// checkpointState writes a checkpoint on every change of ownership (which
+// CPUs are whose), under one mutex, before the change reaches a cgroup, so
 // the file never lags the memory by more than the change being made. When
 // the write fails the change is rolled back and the error returned: memory
 // never holds an allocation a restart would forget.
+//
+// A change of ReleaseIsolation alone owns nothing: it is written by flush,
+// which the agent calls from another worker once the cgroups are written,
+// so that an fsync is on neither the annotation's path to the cgroup nor
+// the pod's next change (BenchmarkAnnotationToCgroup). A restart before it
+// restores the older flag, and the pod's first reconcile sets it from its
+// annotation.
 type checkpointState struct {
 	*memState
 	mu   sync.Mutex
 	file string
+	// dirty: memory holds a ReleaseIsolation the file does not have yet.
+	dirty bool
+}
+
+// sameOwner says whether a and b differ at most in ReleaseIsolation.
+func sameOwner(a, b Assignment) bool {
+	return a.UID == b.UID && a.Namespace == b.Namespace && a.Name == b.Name && a.CPUs.Equals(b.CPUs)
 }
 
 func (s *checkpointState) setAssignment(a Assignment) error {
@@ -145,7 +160,11 @@ func (s *checkpointState) setAssignment(a Assignment) error {
 	defer s.mu.Unlock()
 	old, had := s.memState.Assignment(a.UID)
 	_ = s.memState.setAssignment(a)
-	if err := writeCheckpoint(s.file, s.memState.snapshot()); err != nil {
+	if had && sameOwner(old, a) && s.file != "" {
+		s.dirty = true
+		return nil
+	}
+	if err := s.writeLocked(); err != nil {
 		if had {
 			_ = s.memState.setAssignment(old)
 		} else {
@@ -164,7 +183,7 @@ func (s *checkpointState) deleteAssignment(uid string) error {
 		return nil
 	}
 	_ = s.memState.deleteAssignment(uid)
-	if err := writeCheckpoint(s.file, s.memState.snapshot()); err != nil {
+	if err := s.writeLocked(); err != nil {
 		_ = s.memState.setAssignment(old)
 		return err
 	}
@@ -178,5 +197,32 @@ func (s *checkpointState) replace(keep map[string]Assignment) error {
 	s.memState.mu.Lock()
 	s.memState.assigned = maps.Clone(keep)
 	s.memState.mu.Unlock()
-	return writeCheckpoint(s.file, keep)
+	return s.writeLocked()
+}
+
+// unsaved says whether memory holds a change flush has to write.
+func (s *checkpointState) unsaved() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dirty
+}
+
+// flush writes what setAssignment left for after the cgroups; a failure
+// leaves it to the next flush.
+func (s *checkpointState) flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.dirty {
+		return nil
+	}
+	return s.writeLocked()
+}
+
+// writeLocked writes the whole state; s.mu is held.
+func (s *checkpointState) writeLocked() error {
+	if err := writeCheckpoint(s.file, s.memState.snapshot()); err != nil {
+		return err
+	}
+	s.dirty = false
+	return nil
 }
