@@ -222,6 +222,38 @@ func BenchmarkWrite(b *testing.B) {
 			i++
 		}
 	})
+	// A shared pod's refresh: pod and container widened to every CPU and
+	// narrowed back, beside an unplanned sandbox child (the pause
+	// container), which the writer lists and reads only when it narrows.
+	b.Run("writer-cpuset-widen-narrow+sandbox", func(b *testing.B) {
+		if k.pod.Unified {
+			b.Skip("v1: the unplanned-child check is v1-only")
+		}
+		raw, err := os.ReadFile(filepath.Join(k.pod.CPUSet, "cpuset.cpus"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		all := strings.TrimSpace(string(raw))
+		sandbox := filepath.Join(k.pod.CPUSet, "pause")
+		if err := os.Mkdir(sandbox, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		defer os.Remove(sandbox)
+		w := cgroup.NewWriter(cgroup.WriterOptions{})
+		first := cpus(strings.Split(strings.Split(all, ",")[0], "-")[0])
+		i := 0
+		for b.Loop() {
+			c := first
+			if i%2 == 1 {
+				c = cpus(all)
+			}
+			i++
+			if _, err := w.Apply(cgroup.Plan{Pod: cgroup.Target{Dirs: k.pod, Set: cgroup.Resources{CPUs: c}},
+				Containers: []cgroup.Target{{Dirs: k.ctr, Set: cgroup.Resources{CPUs: c}}}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("writer-cpuset-move-pod+container", func(b *testing.B) {
 		w := cgroup.NewWriter(cgroup.WriterOptions{})
 		i := 0

@@ -603,12 +603,22 @@ func (a *applier) checkUnplannedChildren(nodes []*node, podCPUs cpuset.CPUSet, p
 	if d.Unified || (pod.t.Set.CPUs == nil && pod.t.Set.Quota == nil) {
 		return nil
 	}
+	// v1 keeps every child within its parent (a write that would break it
+	// fails), so a pod cgroup that is not narrowed cannot leave an
+	// unplanned child outside: the listing is skipped when it widens or
+	// keeps its cpuset and quota, as a refresh of the shared pool does for
+	// every shared pod when a pod's exclusive cores come back.
+	narrowsCPUs := pod.t.Set.CPUs != nil && !pod.cpus.IsSubsetOf(podCPUs)
+	narrowsQuota := pod.t.Set.Quota != nil && !podQuota.Unlimited() && (pod.quota.Unlimited() || podQuota.CPUs() < pod.quota.CPUs())
+	if !narrowsCPUs && !narrowsQuota {
+		return nil
+	}
 	planned := map[string]bool{}
 	for _, n := range nodes[1:] {
 		planned[n.t.Dirs.CPUSet] = true
 		planned[n.t.Dirs.CPU] = true
 	}
-	if pod.t.Set.CPUs != nil {
+	if narrowsCPUs {
 		kids, err := subdirs(d.CPUSet)
 		if err != nil {
 			return err
@@ -627,7 +637,7 @@ func (a *applier) checkUnplannedChildren(nodes []*node, podCPUs cpuset.CPUSet, p
 			}
 		}
 	}
-	if pod.t.Set.Quota != nil && !podQuota.Unlimited() {
+	if narrowsQuota {
 		kids, err := subdirs(d.CPU)
 		if err != nil {
 			return err
