@@ -114,6 +114,10 @@ type RecView struct {
 	Recommendation         string // "cpu/memory" target, "-" without enough history
 	Policy, Mode, State    string
 	Why                    string `json:"why,omitempty"`
+	// ResizeDecided is when the agent last decided to resize the pod (a
+	// step's change, not an OOM raise; after a restart, when the pod's
+	// recommendation annotation says the last change was applied).
+	ResizeDecided *time.Time `json:"resizeDecided,omitempty"`
 }
 
 // FormatCPU writes cores as a Kubernetes quantity in whole millicores,

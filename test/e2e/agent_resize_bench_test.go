@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 
+	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/cgroup"
 )
 
@@ -26,7 +27,11 @@ import (
 // The baseline, interleaved in the same run on a pod no policy selects, is
 // the test itself sending the same pods/resize: the ratio is what the
 // agent's path (informer, decision, patch, verification) adds to the
-// kubelet's own. Run with -benchtime=10x or more.
+// kubelet's own. The agent's path is timed twice: from the policy write
+// (which adds the test's read and write of the policy and the watch that
+// brings it to the agent), and from the agent's decision (its local API's
+// resizeDecided, on this host's clock), the start the baseline has: the
+// test decides, then sends. Run with -benchtime=10x or more.
 func BenchmarkNodeResizeToCgroup(b *testing.B) {
 	bd := startRightsizeNode(b)
 	ctx := context.Background()
@@ -99,7 +104,20 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 			p.Spec.Containers[0].Resources.Requests, p.Annotations["cgpilot.io/recommendation"])
 		return 0, 0
 	}
-	var agentSpec, agentCg, baseCg []time.Duration
+	var agentSpec, agentCg, decidedCg, baseCg []time.Duration
+	// decided is when the agent decided bench's last resize.
+	decided := func() (time.Time, bool) {
+		var recs []local.RecView
+		if err := local.NewClient(bd.na.cfg.SocketPath).Get(ctx, local.PathRecs, nil, &recs); err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range recs {
+			if r.Pod == "bench" && r.ResizeDecided != nil {
+				return *r.ResizeDecided, true
+			}
+		}
+		return time.Time{}, false
+	}
 	health := bd.na.cfg.HealthAddr
 	acc0, app0 := metric(b, health, `cgpilot_resize_seconds_sum{phase="accepted"}`), metric(b, health, `cgpilot_resize_seconds_sum{phase="applied"}`)
 	nacc0, napp0 := metric(b, health, `cgpilot_resize_seconds_count{phase="accepted"}`), metric(b, health, `cgpilot_resize_seconds_count{phase="applied"}`)
@@ -114,6 +132,11 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 		bd.setPolicy(b, "bench", floor(fmt.Sprintf("%dm", cpu)))
 		s, c := await("bench", benchShares, cpu, t0)
 		agentSpec, agentCg = append(agentSpec, s), append(agentCg, c)
+		if at, ok := decided(); !ok || at.Before(t0) || at.After(t0.Add(c)) {
+			b.Fatalf("the agent's resizeDecided %v (%v) is not between the policy write %v and the cgroup %v", at, ok, t0, t0.Add(c))
+		} else {
+			decidedCg = append(decidedCg, t0.Add(c).Sub(at))
+		}
 		b.StopTimer()
 		settled(cpu) // the kubelet done with it: the next flip is a fresh decision
 		// A pod is resized at most once a step (1s here), whatever
@@ -149,6 +172,10 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 	b.ReportMetric(percentile(baseCg, 0.5), "direct-cgroup-p50-ms")
 	b.ReportMetric(percentile(baseCg, 0.99), "direct-cgroup-p99-ms")
 	b.ReportMetric(percentile(agentCg, 0.5)/percentile(baseCg, 0.5), "agent/direct-p50")
+	b.ReportMetric(percentile(decidedCg, 0.5), "decided-cgroup-p50-ms")
+	b.ReportMetric(percentile(decidedCg, 0.99), "decided-cgroup-p99-ms")
+	b.ReportMetric(percentile(decidedCg, 0.5)/percentile(baseCg, 0.5), "decided/direct-p50")
+	b.ReportMetric(percentile(decidedCg, 0.99)/percentile(baseCg, 0.99), "decided/direct-p99")
 	// The agent's own clock, from its decision: the part of the path after
 	// the policy reached it and the recommendation changed.
 	var nacc, napp float64

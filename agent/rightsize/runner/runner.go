@@ -1002,6 +1002,10 @@ func (r *Runner) viewsOfLocked(rp *rsPod) []local.RecView {
 		if v.State == "" {
 			v.State = "Pending"
 		}
+		if !rp.lastResize.IsZero() {
+			t := rp.lastResize
+			v.ResizeDecided = &t
+		}
 		if u, ok := r.engine.Usage(key); ok {
 			v.CPUP50, v.CPUP95, v.CPUMax = u.CPUP50, u.CPUP95, u.CPUMax
 			v.MemP50, v.MemP95, v.MemMax = u.MemP50, u.MemP95, u.MemMax
