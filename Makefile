@@ -40,7 +40,7 @@ help:
 	@echo "test-kernel real cgroup writes on this host (root)"
 	@echo "test-v2     tests in a cgroup v2 qemu VM (PKG=./pkg/... to choose; default: $(V2_PKGS))"
 	@echo "test-e2e    real etcd + kube-apiserver (+ kubelet/containerd as root): $(E2E_PKGS)"
-	@echo "bench       the control paths beside their floors, and the footprint: a table and $(BENCH_OUT) (PATHS=...)"
+	@echo "bench       the control paths beside their floors, and the footprint: a table, $(BENCH_OUT) and the README's table in $(BENCH_MD) (PATHS=...)"
 	@echo "bench-all   go test -bench over all packages"
 	@echo "fuzz        each FuzzXxx target for FUZZTIME=$(FUZZTIME)"
 	@echo "generate    regenerate the API deepcopy, CRDs, chart copies and eBPF objects; fail if the committed ones differ"
@@ -112,13 +112,14 @@ test-e2e:
 # The control paths beside their floors and the agent's footprint, in one
 # run (root: kernel, e2e and node tiers; about 25 minutes, more while
 # another node test holds the host's node): PATHS=annotation,refresh to
-# choose, BENCH_OUT for the JSON. Not part of make test. footprint is the
+# choose, BENCH_OUT for the JSON, BENCH_MD for the README's table. Not part of make test. footprint is the
 # agent alone against 1,000 fake pods; nodefootprint the real node at its
 # maxPods (110) with the kubelet's and containerd's CPU beside the agent's.
 PATHS ?= annotation,refresh,resize,footprint,nodefootprint
 BENCH_OUT ?= bench.json
+BENCH_MD ?= bench.md
 bench:
-	$(GO) run ./hack/benchpaths -paths $(PATHS) -out $(BENCH_OUT)
+	$(GO) run ./hack/benchpaths -paths $(PATHS) -out $(BENCH_OUT) -md $(BENCH_MD)
 
 # Every go test benchmark of every package (the tiers' env vars unset:
 # those that need root or a cluster skip).

@@ -85,6 +85,7 @@ var paths = []path{
 func main() {
 	only := flag.String("paths", "annotation,refresh,resize,footprint,nodefootprint", "comma-separated paths to run")
 	out := flag.String("out", "", "write the results as JSON to this file")
+	md := flag.String("md", "", "write the results as a Markdown table (the README's) to this file")
 	flag.Parse()
 	want := map[string]bool{}
 	for _, p := range strings.Split(*only, ",") {
@@ -112,6 +113,15 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Fprintln(os.Stderr, "wrote", *out)
+	}
+	if *md != "" {
+		var b bytes.Buffer
+		markdown(&b, results, time.Now())
+		if err := os.WriteFile(*md, b.Bytes(), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "benchpaths:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintln(os.Stderr, "wrote", *md)
 	}
 	for _, r := range results {
 		if r.Error != "" {
@@ -198,6 +208,35 @@ func printTable(w io.Writer, results []result) {
 			}
 			fmt.Fprintf(w, "%-13s %8.1fms %8.1fms %10.1fms %10.1fms %7.2f× %7.2f×  %-6s %s (≤ %.1f×)\n", r.Name, r.P50, r.P99, r.FloorP50, r.FloorP99,
 				r.RatioP50, r.RatioP99, verdict, r.Floor, r.Goal)
+		}
+	}
+}
+
+// markdown writes the results as the README's performance table: one row
+// a path, its figures beside its floor's, the ratios and the verdict.
+func markdown(w io.Writer, results []result, at time.Time) {
+	fmt.Fprintf(w, "`make bench`, %s, %d CPUs, kernel %s:\n\n", at.UTC().Format("2006-01-02"), runtime.NumCPU(), kernel())
+	fmt.Fprintln(w, "| path | p50 | p99 | floor | floor p50 / p99 | ratio p50 / p99 | goal |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		switch {
+		case r.Error != "":
+			fmt.Fprintf(w, "| %s | %s | | | | | |\n", r.Name, r.Error)
+		case r.oursP50 == "":
+			var figs []string
+			for _, k := range []string{"agent-cpu-%", "rss-MiB", "kubelet-cpu-%", "kubelet-rss-MiB", "containerd-cpu-%", "reporting-agent-cpu-%", "reporting-rss-MiB"} {
+				if v, ok := r.Metrics[k]; ok {
+					figs = append(figs, fmt.Sprintf("%s %.3g", k, v))
+				}
+			}
+			fmt.Fprintf(w, "| %s | %s | | %s | | | |\n", r.Name, strings.Join(figs, ", "), r.Floor)
+		default:
+			verdict := "-"
+			if r.Pass != nil {
+				verdict = map[bool]string{true: "met", false: "not met"}[*r.Pass]
+			}
+			fmt.Fprintf(w, "| %s | %.1f ms | %.1f ms | %s | %.1f / %.1f ms | %.2f× / %.2f× | ≤ %.1f×: %s |\n", r.Name, r.P50, r.P99, r.Floor,
+				r.FloorP50, r.FloorP99, r.RatioP50, r.RatioP99, r.Goal, verdict)
 		}
 	}
 }

@@ -2,7 +2,12 @@
 
 package main
 
-import "testing"
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
 
 // TestParseBench: the result line is found on the benchmark's own line
 // and after log lines that split it from its name; another benchmark's
@@ -22,5 +27,29 @@ BenchmarkAnnotationToCgroup-2   	E1126 04:36:47.305190   15980 event.go:467] "Un
 	}
 	if parseBench([]byte("BenchmarkX-2 \t--- SKIP: no root\n"), "BenchmarkX", map[string]float64{}) {
 		t.Fatal("a skipped benchmark gave a result")
+	}
+}
+
+// TestMarkdown: a path with a floor gives its figures, ratios and verdict;
+// a footprint its own figures; a failed path its error.
+func TestMarkdown(t *testing.T) {
+	pass := false
+	rs := []result{
+		{path: path{Name: "annotation", oursP50: "p50-ms", Floor: "the watch", Goal: 1.2}, P50: 12, P99: 30, FloorP50: 10, FloorP99: 20, RatioP50: 1.2, RatioP99: 1.5, Pass: &pass},
+		{path: path{Name: "footprint", Floor: "goals"}, Metrics: map[string]float64{"agent-cpu-%": 0.633, "rss-MiB": 64.33}},
+		{path: path{Name: "resize"}, Error: "go test: exit status 1"},
+	}
+	var b bytes.Buffer
+	markdown(&b, rs, time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC))
+	out := b.String()
+	for _, want := range []string{
+		"`make bench`, 2026-11-28",
+		"| annotation | 12.0 ms | 30.0 ms | the watch | 10.0 / 20.0 ms | 1.20× / 1.50× | ≤ 1.2×: not met |",
+		"| footprint | agent-cpu-% 0.633, rss-MiB 64.3 | | goals | | | |",
+		"| resize | go test: exit status 1 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
 	}
 }
