@@ -316,6 +316,10 @@ func (c *controller) runStatusWorker(ctx context.Context) {
 	loop.Work(c.statusQ, func(key string) error {
 		return c.do(loopStatus, func() error { return c.writeStatus(ctx, key) })
 	}, func(key string, err error) {
+		if key == checkpointKey {
+			c.log.Error(err, "saving a release-isolation change in the checkpoint failed; retried (the cgroups hold it already)")
+			return
+		}
 		c.log.Error(err, "annotation patch failed; retried", "object", key)
 	})
 }
