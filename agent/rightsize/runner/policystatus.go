@@ -79,16 +79,31 @@ func (r *Runner) countsByPolicy() map[string]*nodeCounts {
 	return out
 }
 
+// countDue says whether the policies' status is counted at a sweep tick at
+// now: asked (a policy changed), owed (again passed), or every since the
+// last count (counted).
+func countDue(now, counted, again time.Time, asked bool, every time.Duration) bool {
+	return asked || (!again.IsZero() && !now.Before(again)) || now.Sub(counted) >= every
+}
+
 // writePolicyStatus applies this node's entry of every policy whose
-// counts changed (or that is invalid, so its condition says why).
-func (r *Runner) writePolicyStatus(ctx context.Context) {
+// counts changed (or that is invalid, so its condition says why). It
+// returns when an entry it could not write yet is owed (zero: none): a
+// failed write at once, one held back by statusMinInterval when that has
+// passed.
+func (r *Runner) writePolicyStatus(ctx context.Context) (again time.Time) {
 	pi := r.policies()
 	if pi == nil {
-		return
+		return time.Time{}
 	}
 	dyn := r.dyn
 	if dyn == nil {
-		return
+		return time.Time{}
+	}
+	owe := func(at time.Time) {
+		if again.IsZero() || at.Before(again) {
+			again = at
+		}
 	}
 	counts := r.countsByPolicy()
 	now := time.Now()
@@ -105,15 +120,21 @@ func (r *Runner) writePolicyStatus(ctx context.Context) {
 		}
 		mark, _ := json.Marshal([]any{n.matched, n.adjusted, n.notAdjustable, valid, msg, cp.obj.Generation})
 		prev := r.statusWritten[name]
-		if prev.entry == string(mark) || now.Sub(prev.at) < statusMinInterval {
+		if prev.entry == string(mark) {
+			continue
+		}
+		if now.Sub(prev.at) < statusMinInterval {
+			owe(prev.at.Add(statusMinInterval))
 			continue
 		}
 		if err := r.applyPolicyStatus(ctx, dyn, cp, n, valid, msg, now); err != nil {
 			r.log.V(1).Info("policy status not written; retried at the next sweep", "policy", name, "err", err.Error())
+			owe(now)
 			continue
 		}
 		r.statusWritten[name] = nodeStatusMark{entry: string(mark), at: now}
 	}
+	return again
 }
 
 func (r *Runner) applyPolicyStatus(ctx context.Context, dyn dynamic.Interface, cp *compiledPolicy, n *nodeCounts, valid, msg string, now time.Time) error {

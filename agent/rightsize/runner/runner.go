@@ -64,7 +64,13 @@ type Runner struct {
 	owners  *ownerCache
 	// housekept is when Sweep last walked every pod (HousekeepEvery).
 	housekept time.Time
-	apply     *applier
+	// statusCounted is when Sweep last counted every pod for the policies'
+	// status (HousekeepEvery); statusAgain, when an entry not written then
+	// is owed; statusDue asks for a count at the next sweep tick (a policy
+	// changed).
+	statusCounted, statusAgain time.Time
+	statusDue                  atomic.Bool
+	apply                      *applier
 	// bounds are the namespaces' LimitRanges and the node's allocatable,
 	// for the clamp.
 	bounds *nodeBounds
@@ -199,6 +205,7 @@ func (r *Runner) policyChanged() {
 		r.scheduleLocked(rp, time.Time{})
 	}
 	r.mu.Unlock()
+	r.statusDue.Store(true)
 	select {
 	case r.due <- struct{}{}:
 	default:
@@ -845,7 +852,13 @@ func (r *Runner) Sweep(ctx context.Context) {
 				r.log.Error(w, "recommender checkpoint unusable: moved aside")
 			}
 		}
-		r.writePolicyStatus(ctx)
+		// Counting walks every pod: once per HousekeepEvery, at the next
+		// tick after a policy changed, and when an entry is owed.
+		now := time.Now()
+		if countDue(now, r.statusCounted, r.statusAgain, r.statusDue.Swap(false), r.cfg.HousekeepEvery) {
+			r.statusCounted = now
+			r.statusAgain = r.writePolicyStatus(ctx)
+		}
 	}
 	if !r.apply.api {
 		r.apply.reassert()

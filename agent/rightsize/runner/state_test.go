@@ -73,3 +73,32 @@ func TestLastSamplesOnlyOfTrackedContainers(t *testing.T) {
 		t.Fatalf("last-samples %d after the container stopped", n)
 	}
 }
+
+// TestCountDue: the policies' status walks every pod once per interval,
+// at the tick after a policy change, and when a held-back or failed entry
+// is owed, and not at the ticks between.
+func TestCountDue(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	every := time.Minute
+	for _, tc := range []struct {
+		name          string
+		now           time.Time
+		again         time.Time
+		asked, wanted bool
+	}{
+		{"a tick after the last count", t0.Add(10 * time.Second), time.Time{}, false, false},
+		{"the interval passed", t0.Add(every), time.Time{}, false, true},
+		{"a policy changed", t0.Add(10 * time.Second), time.Time{}, true, true},
+		{"an entry owed later", t0.Add(10 * time.Second), t0.Add(30 * time.Second), false, false},
+		{"an entry owed now", t0.Add(30 * time.Second), t0.Add(30 * time.Second), false, true},
+		{"the first count", t0, time.Time{}, false, true},
+	} {
+		counted := t0
+		if tc.name == "the first count" {
+			counted = time.Time{}
+		}
+		if got := countDue(tc.now, counted, tc.again, tc.asked, every); got != tc.wanted {
+			t.Errorf("%s: countDue = %v, want %v", tc.name, got, tc.wanted)
+		}
+	}
+}
