@@ -330,12 +330,7 @@ func (r *Runner) podResources(p *corev1.Pod, override map[string]rightsize.Requi
 		return cgroup.PodResources{}, err
 	}
 	exclusive := r.host.HoldsExclusive(p)
-	ids := map[string]string{}
-	for _, st := range p.Status.ContainerStatuses {
-		if st.ContainerID != "" {
-			ids[st.Name] = st.ContainerID
-		}
-	}
+	ids := containerIDs(p, false)
 	out := cgroup.PodResources{UID: string(p.UID), Path: podPath, Containers: map[string]cgroup.Resources{}}
 	var sumReq, sumLim int64
 	var sumMem int64
@@ -357,12 +352,8 @@ func (r *Runner) podResources(p *corev1.Pod, override map[string]rightsize.Requi
 		} else {
 			allMem = false
 		}
-		id, ok := ids[spec.Name]
+		_, path, ok := r.containerPath(p, qos, ids, spec.Name)
 		if !ok {
-			continue
-		}
-		path, err := r.cgroups.ContainerPath(string(p.UID), qos, id)
-		if err != nil {
 			continue
 		}
 		res := cgroup.Resources{}
