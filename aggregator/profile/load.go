@@ -75,7 +75,7 @@ type Load struct {
 // Fresh reports whether the load can steer placement at now: the node
 // reported within staleAfter and told its allocatable.
 func (l Load) Fresh(now time.Time, staleAfter time.Duration) bool {
-	return now.Sub(l.LastSeen) <= staleAfter && l.CPUAllocatable > 0 && l.MemoryAllocatable > 0
+	return !report.Stale(now, l.LastSeen, staleAfter) && l.CPUAllocatable > 0 && l.MemoryAllocatable > 0
 }
 
 type loadSnapshot struct {
