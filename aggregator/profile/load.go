@@ -183,6 +183,15 @@ func (r Rule) Validate() error {
 	return nil
 }
 
+// ValidateHotWatermark checks a hot watermark (Config.HotWatermark, the
+// aggregator's and the rescheduler's) is a share of allocatable in (0, 1].
+func ValidateHotWatermark(w float64) error {
+	if !(w > 0 && w <= 1) {
+		return fmt.Errorf("hot watermark %v, want (0, 1]", w)
+	}
+	return nil
+}
+
 // Resource names in Rule's answers.
 const (
 	ResourceCPU    = "cpu"
