@@ -280,8 +280,8 @@ func (c *Config) defaults() error {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = 5 * time.Second
 	}
-	if !(c.HotWatermark > 0 && c.HotWatermark <= 1) {
-		return fmt.Errorf("%w: hot watermark %v, want (0, 1]", ErrConfig, c.HotWatermark)
+	if err := profile.ValidateHotWatermark(c.HotWatermark); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if c.Placement == (profile.Rule{}) {
 		c.Placement = d.Placement

@@ -66,6 +66,22 @@ type Quota struct {
 // Unlimited reports whether the quota is "max".
 func (q Quota) Unlimited() bool { return q.QuotaUs < 0 }
 
+// QuotaUnlimited reports whether value, the trimmed content of
+// cpu.cfs_quota_us (v1) or cpu.max (v2) as a WatchEvent carries it, is
+// no CFS limit: a negative quota or "max", by the rule of Quota.Unlimited.
+// A value that does not parse is a limit.
+func QuotaUnlimited(value string) bool {
+	f := strings.Fields(value)
+	if len(f) == 0 {
+		return false
+	}
+	if f[0] == "max" {
+		return true
+	}
+	q, err := strconv.ParseInt(f[0], 10, 64)
+	return err == nil && q < 0
+}
+
 // CPUs is the quota as a number of CPUs (+Inf when unlimited); it is the
 // value the v1 kernel compares between parent and child.
 func (q Quota) CPUs() float64 {

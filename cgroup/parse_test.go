@@ -138,6 +138,12 @@ func TestParseMemoryLimitAndCPUMax(t *testing.T) {
 			t.Errorf("parseCPUMax(%q) = %+v, %v", tc.in, q, err)
 		}
 	}
+	for in, want := range map[string]bool{"-1": true, "max": true, "max 100000": true, "50000": false,
+		"50000 100000": false, "0": false, "": false, "maximal": false, "x": false} {
+		if got := QuotaUnlimited(in); got != want {
+			t.Errorf("QuotaUnlimited(%q) = %v, want %v", in, got, want)
+		}
+	}
 }
 
 func TestParseFixed2AndUint(t *testing.T) {

@@ -68,17 +68,26 @@ else
   fi
 fi
 
-t=$(date +%s%N)
-if dir=$(test/k8sbins/build.sh --check); then
-  echo "deps 2/$steps: Kubernetes binaries in $dir ($(ms "$t"))"
-else
-  echo "deps 2/$steps: building the Kubernetes binaries (once; cached by their pin)"
-  if dir=$(test/k8sbins/build.sh); then
-    echo "deps 2/$steps: Kubernetes binaries in $dir ($(ms "$t"))"
-  else
-    failed "2/$steps Kubernetes binaries" "test/k8sbins/build.sh failed (see above)"
+# pinned STEP SCRIPT DONE BUILDING NAME: SCRIPT --check prints where its
+# build is cached; without one SCRIPT builds it (once: the build is cached
+# by its pin) and prints the same. DONE comes before what SCRIPT printed,
+# BUILDING says what is being built, NAME names the step when it fails.
+pinned() {
+  local t out
+  t=$(date +%s%N)
+  if out=$("$2" --check); then
+    echo "deps $1/$steps: $3$out ($(ms "$t"))"
+    return
   fi
-fi
+  echo "deps $1/$steps: building $4"
+  if out=$("$2"); then
+    echo "deps $1/$steps: $3$out ($(ms "$t"))"
+  else
+    failed "$1/$steps $5" "$2 failed (see above)"
+  fi
+}
+
+pinned 2 test/k8sbins/build.sh "Kubernetes binaries in " "the Kubernetes binaries (once; cached by their pin)" "Kubernetes binaries"
 
 if [ "$what" != demo ]; then
   t=$(date +%s%N)
@@ -87,17 +96,7 @@ if [ "$what" != demo ]; then
   else
     failed "3/$steps v2 VM kernel" "test/v2vm/kernel.sh failed (see above)"
   fi
-  t=$(date +%s%N)
-  if b=$(test/deschedbin/build.sh --check); then
-    echo "deps 4/$steps: descheduler $b ($(ms "$t"))"
-  else
-    echo "deps 4/$steps: building the descheduler (once; cached by its pin)"
-    if b=$(test/deschedbin/build.sh); then
-      echo "deps 4/$steps: descheduler $b ($(ms "$t"))"
-    else
-      failed "4/$steps descheduler" "test/deschedbin/build.sh failed (see above)"
-    fi
-  fi
+  pinned 4 test/deschedbin/build.sh "descheduler " "the descheduler (once; cached by its pin)" descheduler
 fi
 echo "deps: done in $(ms "$start")"
 exit $rc

@@ -464,18 +464,19 @@ func (d *decoder) float() float64 {
 
 func (d *decoder) uvarint() uint64 {
 	v, n := binary.Uvarint(d.buf)
-	if n <= 0 {
-		d.fail("bad uvarint")
-		return 0
-	}
-	d.buf = d.buf[n:]
-	return v
+	return took(d, v, n, "uvarint")
 }
 
 func (d *decoder) varint() int64 {
 	v, n := binary.Varint(d.buf)
+	return took(d, v, n, "varint")
+}
+
+// took drops the n bytes binary.Uvarint or binary.Varint read v from and
+// returns v; n ≤ 0 (no valid varint there) fails as a bad one.
+func took[T uint64 | int64](d *decoder, v T, n int, what string) T {
 	if n <= 0 {
-		d.fail("bad varint")
+		d.fail("bad %s", what)
 		return 0
 	}
 	d.buf = d.buf[n:]

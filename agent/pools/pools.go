@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -437,7 +436,7 @@ func (m *Manager) Agrees(p Pod, file, value string) bool {
 		got, err := cpuset.Parse(value)
 		return err == nil && got.Equals(want)
 	case "cpu.cfs_quota_us", "cpu.max":
-		unlimited := value == "-1" || value == "max" || strings.HasPrefix(value, "max ")
+		unlimited := cgroup.QuotaUnlimited(value)
 		switch {
 		case excl:
 			return unlimited

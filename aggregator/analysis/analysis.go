@@ -264,7 +264,7 @@ func ratio(used, req float64) float64 {
 func (a *Analysis) sumsLocked(now time.Time) (*Sums, map[string]*Sums) {
 	cluster, byNS := &Sums{}, map[string]*Sums{}
 	for _, n := range a.nodes {
-		if now.Sub(n.lastSeen) > a.cfg.StaleAfter {
+		if report.Stale(now, n.lastSeen, a.cfg.StaleAfter) {
 			continue
 		}
 		for ns, s := range n.ns {
@@ -536,7 +536,7 @@ func (a *Analysis) AnomaliesIn(now time.Time, ns string, limit int) Anomalies {
 	sort.Slice(an.Unadmitted, func(i, j int) bool { return an.Unadmitted[i].Key.String() < an.Unadmitted[j].Key.String() })
 	sort.Slice(an.MultiplePolicies, func(i, j int) bool { return an.MultiplePolicies[i].Key.String() < an.MultiplePolicies[j].Key.String() })
 	for name, n := range a.nodes {
-		if ns == "" && now.Sub(n.lastSeen) > a.cfg.StaleAfter {
+		if ns == "" && report.Stale(now, n.lastSeen, a.cfg.StaleAfter) {
 			an.NodesNotReport = append(an.NodesNotReport, NodeSilent{Node: name, LastSeen: n.lastSeen})
 		}
 	}

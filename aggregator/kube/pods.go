@@ -54,7 +54,7 @@ type Pods struct {
 	synced atomic.Bool
 
 	mu        sync.RWMutex
-	pods      map[string]podEntry // by namespace/name
+	pods      map[string]podEntry // by podKey
 	workloads []workloadEntry     // by index; 0 is unused
 	wlIndex   map[report.Workload]uint32
 	free      []uint32
@@ -255,8 +255,11 @@ func digits(s string) bool {
 	return s != ""
 }
 
+// podKey is the key of a pod in Pods: "namespace/name".
+func podKey(namespace, name string) string { return namespace + "/" + name }
+
 func (p *Pods) addLocked(sp *slimPod) {
-	key := sp.Namespace + "/" + sp.Name
+	key := podKey(sp.Namespace, sp.Name)
 	if old, ok := p.pods[key]; ok {
 		if old.node.name == sp.node {
 			// Bound pods keep their node and owner: only the labels of
@@ -409,7 +412,7 @@ func (p *Pods) boundByParent(ctx context.Context, n *nodeEntry, w report.Workloa
 // PodOn reports whether pod namespace/name is (or was, deleted at or
 // after from) bound to node and counts for w.
 func (p *Pods) PodOn(ctx context.Context, node, namespace, name string, w report.Workload, from time.Time) bool {
-	key := namespace + "/" + name
+	key := podKey(namespace, name)
 	p.mu.RLock()
 	e, live := p.pods[key]
 	var direct, derived uint32
@@ -515,7 +518,7 @@ func (s *podStore) Update(obj any) error { return s.Add(obj) }
 
 func (s *podStore) Delete(obj any) error {
 	if sp, ok := asSlim(obj); ok {
-		key := sp.Namespace + "/" + sp.Name
+		key := podKey(sp.Namespace, sp.Name)
 		s.p.mu.Lock()
 		if e, ok := s.p.pods[key]; ok {
 			s.p.removeLocked(key, e, true)
@@ -532,7 +535,7 @@ func (s *podStore) Replace(list []any, _ string) error {
 	seen := make(map[string]struct{}, len(list))
 	for _, obj := range list {
 		if sp, ok := asSlim(obj); ok {
-			seen[sp.Namespace+"/"+sp.Name] = struct{}{}
+			seen[podKey(sp.Namespace, sp.Name)] = struct{}{}
 			p.addLocked(sp)
 		}
 	}

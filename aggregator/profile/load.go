@@ -75,7 +75,7 @@ type Load struct {
 // Fresh reports whether the load can steer placement at now: the node
 // reported within staleAfter and told its allocatable.
 func (l Load) Fresh(now time.Time, staleAfter time.Duration) bool {
-	return now.Sub(l.LastSeen) <= staleAfter && l.CPUAllocatable > 0 && l.MemoryAllocatable > 0
+	return !report.Stale(now, l.LastSeen, staleAfter) && l.CPUAllocatable > 0 && l.MemoryAllocatable > 0
 }
 
 type loadSnapshot struct {
@@ -179,6 +179,15 @@ type Rule struct {
 func (r Rule) Validate() error {
 	if !(r.CPU > 0 && r.CPU <= 1) || !(r.Memory > 0 && r.Memory <= 1) {
 		return fmt.Errorf("placement watermarks cpu %v, memory %v: want (0, 1]", r.CPU, r.Memory)
+	}
+	return nil
+}
+
+// ValidateHotWatermark checks a hot watermark (Config.HotWatermark, the
+// aggregator's and the rescheduler's) is a share of allocatable in (0, 1].
+func ValidateHotWatermark(w float64) error {
+	if !(w > 0 && w <= 1) {
+		return fmt.Errorf("hot watermark %v, want (0, 1]", w)
 	}
 	return nil
 }

@@ -343,7 +343,7 @@ func frac(used, alloc float64) float64 {
 func (p *Profiles) nodeInfo(name string, n *nodeProfile, now time.Time) NodeInfo {
 	i := NodeInfo{Name: name, Usage: n.latest, Profile: n.ring.Summary(now), LastSeen: n.lastSeen,
 		CPUFraction: frac(n.latest.CPUUsage, n.latest.CPUAllocatable), MemoryFraction: frac(n.latest.MemoryUsage, n.latest.MemoryAllocatable)}
-	i.Stale = now.Sub(n.lastSeen) > p.cfg.StaleAfter
+	i.Stale = report.Stale(now, n.lastSeen, p.cfg.StaleAfter)
 	i.Hot = !i.Stale && (i.CPUFraction > p.cfg.HotWatermark || i.MemoryFraction > p.cfg.HotWatermark)
 	return i
 }

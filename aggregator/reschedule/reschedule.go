@@ -90,8 +90,8 @@ func (c *Config) defaults() error {
 	if err := c.Rule.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	if !(c.HotWatermark > 0 && c.HotWatermark <= 1) {
-		return fmt.Errorf("%w: hot watermark %v, want (0, 1]", ErrConfig, c.HotWatermark)
+	if err := profile.ValidateHotWatermark(c.HotWatermark); err != nil {
+		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	if !(c.Emergency > c.HotWatermark && c.Emergency <= 1) {
 		return fmt.Errorf("%w: emergency watermark %v: want above the hot watermark %v and at most 1", ErrConfig, c.Emergency, c.HotWatermark)

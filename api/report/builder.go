@@ -19,6 +19,14 @@ func DefaultGrace(period time.Duration) time.Duration { return 2 * period }
 // its usage counts as stale: three periods.
 func DefaultStaleAfter(period time.Duration) time.Duration { return 3 * period }
 
+// Stale says whether a node whose latest report arrived at lastSeen is
+// stale at now: it has sent nothing for more than staleAfter. The
+// aggregator's analysis and node profiles (and through Load.Fresh the
+// extender and the rescheduler) judge a node by it.
+func Stale(now, lastSeen time.Time, staleAfter time.Duration) bool {
+	return now.Sub(lastSeen) > staleAfter
+}
+
 // BuilderConfig configures a Builder.
 type BuilderConfig struct {
 	// Node is the agent's node.

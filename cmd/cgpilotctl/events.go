@@ -10,16 +10,7 @@ import (
 )
 
 func init() {
-	register("events", command{summary: "recent agent events: allocations, refusals, releases, drift (local agent API)", run: runEvents})
-}
-
-func runEvents(args []string, stdout, stderr io.Writer) int {
-	evs, code, ok := fetchView[[]local.EventRecord](viewCmd{name: "events", path: local.PathEvents}, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	printEvents(stdout, evs)
-	return 0
+	registerView(viewCmd{name: "events", path: local.PathEvents, summary: "recent agent events: allocations, refusals, releases, drift (local agent API)"}, printEvents)
 }
 
 func printEvents(w io.Writer, evs []local.EventRecord) {

@@ -12,20 +12,17 @@ import (
 )
 
 func init() {
-	register("explain", command{summary: "explain one pod's CPU pool decision: explain NAMESPACE/NAME (local agent API)", run: runExplain})
+	registerView(viewCmd{name: "explain", path: local.PathExplain, summary: "explain one pod's CPU pool decision: explain NAMESPACE/NAME (local agent API)",
+		args: 1, query: func(rest []string) (url.Values, error) {
+			if !strings.Contains(rest[0], "/") {
+				return nil, fmt.Errorf("want NAMESPACE/NAME, got %q", rest[0])
+			}
+			return url.Values{"pod": {rest[0]}}, nil
+		}}, printExplain)
 }
 
-func runExplain(args []string, stdout, stderr io.Writer) int {
-	v, code, ok := fetchView[local.ExplainView](viewCmd{name: "explain", path: local.PathExplain, args: 1, query: func(rest []string) (url.Values, error) {
-		if !strings.Contains(rest[0], "/") {
-			return nil, fmt.Errorf("want NAMESPACE/NAME, got %q", rest[0])
-		}
-		return url.Values{"pod": {rest[0]}}, nil
-	}}, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+func printExplain(w io.Writer, v local.ExplainView) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "POD\t%s/%s (%s)\n", v.Namespace, v.Name, v.UID)
 	fmt.Fprintf(tw, "QOS\t%s\n", v.QoS)
 	fmt.Fprintf(tw, "POOL\t%s\n", v.Pool)
@@ -80,8 +77,7 @@ func runExplain(args []string, stdout, stderr io.Writer) int {
 	}
 	tw.Flush()
 	if len(v.Events) > 0 {
-		fmt.Fprintln(stdout)
-		printEvents(stdout, v.Events)
+		fmt.Fprintln(w)
+		printEvents(w, v.Events)
 	}
-	return 0
 }

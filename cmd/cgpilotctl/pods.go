@@ -12,7 +12,7 @@ import (
 )
 
 func init() {
-	register("pods", command{summary: "list this node's pods with their CPU pool (local agent API)", run: runPods})
+	registerView(viewCmd{name: "pods", path: local.PathPods, summary: "list this node's pods with their CPU pool (local agent API)"}, printPods)
 }
 
 // onlineFlags are the flags every online command takes.
@@ -63,7 +63,7 @@ func fail(stderr io.Writer, name string, err error) int {
 
 // viewCmd is an online command that shows one view of the local API.
 type viewCmd struct {
-	name, path string
+	name, path, summary string
 	// args is how many positional arguments it takes; query turns them
 	// into the request's query (an error is a usage error).
 	args  int
@@ -96,18 +96,25 @@ func fetchView[T any](c viewCmd, args []string, stdout, stderr io.Writer) (v T, 
 	return v, 0, true
 }
 
-func runPods(args []string, stdout, stderr io.Writer) int {
-	pods, code, ok := fetchView[[]local.PodView](viewCmd{name: "pods", path: local.PathPods}, args, stdout, stderr)
-	if !ok {
+// registerView registers the online view command c: fetchView, then the
+// view printed by table (exit 0). Each view command is its table.
+func registerView[T any](c viewCmd, table func(w io.Writer, v T)) {
+	register(c.name, command{summary: c.summary, run: func(args []string, stdout, stderr io.Writer) int {
+		v, code, ok := fetchView[T](c, args, stdout, stderr)
+		if ok {
+			table(stdout, v)
+		}
 		return code
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	}})
+}
+
+func printPods(w io.Writer, pods []local.PodView) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tQOS\tPOOL\tSTATE\tCPUS\tREASON")
 	for _, p := range pods {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, p.QoS, p.Pool, p.State, dash(p.CPUs), dash(p.Reason))
 	}
 	tw.Flush()
-	return 0
 }
 
 func dash(s string) string {

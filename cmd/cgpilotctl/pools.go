@@ -9,15 +9,11 @@ import (
 )
 
 func init() {
-	register("pools", command{summary: "show the shared and exclusive CPU pools (local agent API)", run: runPools})
+	registerView(viewCmd{name: "pools", path: local.PathPools, summary: "show the shared and exclusive CPU pools (local agent API)"}, printPools)
 }
 
-func runPools(args []string, stdout, stderr io.Writer) int {
-	v, code, ok := fetchView[local.PoolsView](viewCmd{name: "pools", path: local.PathPools}, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+func printPools(w io.Writer, v local.PoolsView) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "CPUS\t%s\n", v.CPUs)
 	fmt.Fprintf(tw, "RESERVED\t%s\n", dash(v.Reserved))
 	fmt.Fprintf(tw, "SHARED POOL\t%s\t(%d pods)\n", dash(v.SharedPool), v.SharedPods)
@@ -25,8 +21,8 @@ func runPools(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(tw, "KUBELET STATIC\t%s\n", dash(v.KubeletStatic))
 	tw.Flush()
 	if len(v.Assignments) > 0 {
-		fmt.Fprintln(stdout)
-		tw = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAMESPACE\tNAME\tCPUS\tISOLATION")
 		for _, a := range v.Assignments {
 			iso := "isolated"
@@ -37,5 +33,4 @@ func runPools(args []string, stdout, stderr io.Writer) int {
 		}
 		tw.Flush()
 	}
-	return 0
 }

@@ -9,15 +9,11 @@ import (
 )
 
 func init() {
-	register("recs", command{summary: "right-sizing per container: usage, requests, recommendation, policy, state (local agent API)", run: runRecs})
+	registerView(viewCmd{name: "recs", path: local.PathRecs, summary: "right-sizing per container: usage, requests, recommendation, policy, state (local agent API)"}, printRecs)
 }
 
-func runRecs(args []string, stdout, stderr io.Writer) int {
-	recs, code, ok := fetchView[[]local.RecView](viewCmd{name: "recs", path: local.PathRecs}, args, stdout, stderr)
-	if !ok {
-		return code
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+func printRecs(w io.Writer, recs []local.RecView) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCONTAINER\tCPU P50/P95/MAX\tMEM P50/P95/MAX\tREQUEST\tLIMIT\tRECOMMENDED\tPOLICY\tMODE\tSTATE")
 	for _, r := range recs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s/%s\t%s/%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Pod, r.Container,
@@ -26,5 +22,4 @@ func runRecs(args []string, stdout, stderr io.Writer) int {
 			dash(r.Request), dash(r.Limit), dash(r.Recommendation), dash(r.Policy), dash(r.Mode), dash(r.State))
 	}
 	tw.Flush()
-	return 0
 }

@@ -1,6 +1,8 @@
 // Package millicpu is the one rounding of CPU amounts to the whole
 // millicores Kubernetes writes requests and limits in: the agent's
-// decisions, the policy compiler's clamp and quantities, the aggregator's
+// decisions and the cgroup values it writes for them (shares and quota,
+// as the kubelet's MilliValue rounds them), the policy compiler's clamp
+// and quantities, the aggregator's
 // WorkloadRecommendation objects and the local API's strings (cgpilotctl)
 // all go through it, so a value reads the same everywhere.
 //

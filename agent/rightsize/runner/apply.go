@@ -22,6 +22,7 @@ import (
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/cgroup"
 	"github.com/cgpilot/cgpilot/internal/loop"
+	"github.com/cgpilot/cgpilot/internal/millicpu"
 )
 
 // apply.go: sending a change of requests and limits. Where the cluster
@@ -329,12 +330,7 @@ func (r *Runner) podResources(p *corev1.Pod, override map[string]rightsize.Requi
 		return cgroup.PodResources{}, err
 	}
 	exclusive := r.host.HoldsExclusive(p)
-	ids := map[string]string{}
-	for _, st := range p.Status.ContainerStatuses {
-		if st.ContainerID != "" {
-			ids[st.Name] = st.ContainerID
-		}
-	}
+	ids := containerIDs(p, false)
 	out := cgroup.PodResources{UID: string(p.UID), Path: podPath, Containers: map[string]cgroup.Resources{}}
 	var sumReq, sumLim int64
 	var sumMem int64
@@ -344,7 +340,7 @@ func (r *Runner) podResources(p *corev1.Pod, override map[string]rightsize.Requi
 		if o, ok := override[spec.Name]; ok {
 			req, lim = o.Requests, o.Limits
 		}
-		reqM, limM := int64(req.CPU*1000+0.5), int64(lim.CPU*1000+0.5)
+		reqM, limM := millicpu.Ceil(req.CPU), millicpu.Ceil(lim.CPU)
 		sumReq += reqM
 		if limM > 0 {
 			sumLim += limM
@@ -356,12 +352,8 @@ func (r *Runner) podResources(p *corev1.Pod, override map[string]rightsize.Requi
 		} else {
 			allMem = false
 		}
-		id, ok := ids[spec.Name]
+		_, path, ok := r.containerPath(p, qos, ids, spec.Name)
 		if !ok {
-			continue
-		}
-		path, err := r.cgroups.ContainerPath(string(p.UID), qos, id)
-		if err != nil {
 			continue
 		}
 		res := cgroup.Resources{}
@@ -482,12 +474,12 @@ func (r *Runner) Verify(p *corev1.Pod) {
 			diffs = append(diffs, fmt.Sprintf("%s: memory limit %d, want %d", st.Name, cur.MemoryLimit, want))
 		}
 		if !exclusive {
-			if want := cgroup.KubeletQuota(int64(lim.CPU*1000 + 0.5)); cur.Quota.QuotaUs != want.QuotaUs {
+			if want := cgroup.KubeletQuota(millicpu.Ceil(lim.CPU)); cur.Quota.QuotaUs != want.QuotaUs {
 				diffs = append(diffs, fmt.Sprintf("%s: cpu quota %s, want %s", st.Name, cur.Quota, want))
 			}
 		}
 		if d, err := r.cgroups.Layout().DirsAt(ctr.path); err == nil && !d.Unified {
-			if want := cgroup.KubeletShares(int64(req.CPU*1000 + 0.5)); cur.Shares != want {
+			if want := cgroup.KubeletShares(millicpu.Ceil(req.CPU)); cur.Shares != want {
 				diffs = append(diffs, fmt.Sprintf("%s: cpu.shares %d, want %d", st.Name, cur.Shares, want))
 			}
 		}

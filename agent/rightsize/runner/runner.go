@@ -220,21 +220,12 @@ func (r *Runner) Track(p *corev1.Pod, untouched bool, qos cgroup.QoS) {
 		return
 	}
 	wl := r.owners.workloadOf(p)
-	ids := map[string]string{} // container name -> runtime ID of a running container
-	for _, st := range p.Status.ContainerStatuses {
-		if st.ContainerID != "" && st.State.Running != nil {
-			ids[st.Name] = st.ContainerID
-		}
-	}
+	ids := containerIDs(p, true)
 	var targets []collector.Target
 	ctrs := map[string]rsContainer{}
 	for _, spec := range p.Spec.Containers {
-		id, ok := ids[spec.Name]
+		id, path, ok := r.containerPath(p, qos, ids, spec.Name)
 		if !ok {
-			continue
-		}
-		path, err := r.cgroups.ContainerPath(string(p.UID), qos, id)
-		if err != nil {
 			continue
 		}
 		dirs, err := r.cgroups.Layout().DirsAt(path)
@@ -293,6 +284,30 @@ func (r *Runner) Track(p *corev1.Pod, untouched bool, qos cgroup.QoS) {
 		rp.fingerprint = fp
 		r.scheduleLocked(rp, time.Time{})
 	}
+}
+
+// containerIDs maps the names of p's containers to their runtime IDs:
+// every container the runtime reports, or with running only those
+// running now.
+func containerIDs(p *corev1.Pod, running bool) map[string]string {
+	ids := map[string]string{}
+	for _, st := range p.Status.ContainerStatuses {
+		if st.ContainerID != "" && (!running || st.State.Running != nil) {
+			ids[st.Name] = st.ContainerID
+		}
+	}
+	return ids
+}
+
+// containerPath is the runtime ID (from ids, see containerIDs) and the
+// cgroup of p's container name; ok is false when it has neither.
+func (r *Runner) containerPath(p *corev1.Pod, qos cgroup.QoS, ids map[string]string, name string) (id, path string, ok bool) {
+	id, ok = ids[name]
+	if !ok {
+		return "", "", false
+	}
+	path, err := r.cgroups.ContainerPath(string(p.UID), qos, id)
+	return id, path, err == nil
 }
 
 // A running container Track could not sample is tried again every

@@ -36,30 +36,29 @@ var (
 // so "1e20" would read as 0, and AsApproximateFloat64 reads "300m" as
 // 0.30000000000000004). Negative quantities give their negative.
 func CPUCores(q resource.Quantity) float64 {
-	switch {
-	case q.Cmp(maxCPUQuantity) > 0:
-		return MaxCPU
-	case q.Sign() < 0:
-		n := q.DeepCopy()
-		n.Neg()
-		return -CPUCores(n)
-	}
-	return float64(q.MilliValue()) / 1000
+	return saturated(q, maxCPUQuantity, MaxCPU, func(q resource.Quantity) float64 { return float64(q.MilliValue()) / 1000 })
 }
 
 // MemoryBytes is a memory quantity in bytes, rounded up, exact up to
 // MaxMemory and MaxMemory above it (Quantity.Value wraps past int64).
 // Negative quantities give their negative.
 func MemoryBytes(q resource.Quantity) float64 {
+	return saturated(q, maxMemoryQuantity, MaxMemory, func(q resource.Quantity) float64 { return float64(q.Value()) })
+}
+
+// saturated reads q with read, which is exact up to limitQ: above limitQ
+// it is limit, and a negative q is the negative of its magnitude's reading
+// (the one rule of CPUCores and MemoryBytes).
+func saturated(q, limitQ resource.Quantity, limit float64, read func(resource.Quantity) float64) float64 {
 	switch {
-	case q.Cmp(maxMemoryQuantity) > 0:
-		return MaxMemory
+	case q.Cmp(limitQ) > 0:
+		return limit
 	case q.Sign() < 0:
 		n := q.DeepCopy()
 		n.Neg()
-		return -MemoryBytes(n)
+		return -saturated(n, limitQ, limit, read)
 	}
-	return float64(q.Value())
+	return read(q)
 }
 
 // Bytes is a memory amount in whole bytes, rounded up; NaN and values ≤ 0
