@@ -40,10 +40,11 @@ const (
 
 // Options configure Up.
 type Options struct {
-	Dir      string    // test bed directory (state, logs, the agent's host paths)
-	BinDir   string    // the Kubernetes binaries
-	RepoRoot string    // the cgpilot checkout (deploy/ and the go build)
-	Out      io.Writer // the demo's report
+	Dir           string    // test bed directory (state, logs, the agent's host paths)
+	BinDir        string    // the Kubernetes binaries
+	RuntimeBinDir string    // the node's containerd 2 and runc (default $CGPILOT_RUNTIME_BINS)
+	RepoRoot      string    // the cgpilot checkout (deploy/ and the go build)
+	Out           io.Writer // the demo's report
 }
 
 // Timings of one demo run.
@@ -244,7 +245,7 @@ func (r *run) startCluster(ctx context.Context) error {
 	}
 	r.cp = cp
 	r.res.Timings.ControlPlane = cp.Started
-	if r.node, err = harness.StartNode(ctx, cp, harness.NodeOptions{}); err != nil {
+	if r.node, err = harness.StartNode(ctx, cp, harness.NodeOptions{RuntimeBinDir: r.o.RuntimeBinDir}); err != nil {
 		<-r.built
 		return err
 	}
