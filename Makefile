@@ -39,13 +39,13 @@ help:
 	@echo "test-unit   go vet + go test ./... (no root, no kernel, no cluster)"
 	@echo "test-kernel real cgroup writes on this host (root)"
 	@echo "test-v2     tests in a cgroup v2 qemu VM (PKG=./pkg/... to choose; default: $(V2_PKGS))"
-	@echo "test-e2e    real etcd + kube-apiserver (+ kubelet/containerd as root): $(E2E_PKGS)"
+	@echo "test-e2e    real etcd + kube-apiserver (+ kubelet/containerd 2 as root): $(E2E_PKGS)"
 	@echo "bench       the control paths beside their floors, and the footprint: a table, $(BENCH_OUT) and the README's table in $(BENCH_MD) (PATHS=...)"
 	@echo "bench-all   go test -bench over all packages"
 	@echo "fuzz        each FuzzXxx target for FUZZTIME=$(FUZZTIME)"
 	@echo "generate    regenerate the API deepcopy, CRDs, chart copies and eBPF objects; fail if the committed ones differ"
 	@echo "lint        gofmt, go vet, staticcheck $(STATICCHECK_VERSION), hack/check-imports.sh (and its -selftest), helm lint"
-	@echo "deps        what is missing: apt packages (as root), Kubernetes binaries, v2 VM kernel (hack/deps.sh; make test and make demo run it)"
+	@echo "deps        what is missing: apt packages (as root), Kubernetes binaries, containerd 2 + runc, v2 VM kernel (hack/deps.sh; make test and make demo run it)"
 	@echo "demo        (root) install what is missing, then the whole agent on a local single-node cluster, step by step"
 	@echo "demo-down   remove everything make demo started"
 
@@ -102,11 +102,13 @@ test-e2e:
 	if [ -z "$$pkgs" ]; then echo "test-e2e: none of $(E2E_PKGS) exist on this branch: nothing to run"; exit 0; fi; \
 	bins=$$(test/k8sbins/build.sh) || { echo "test-e2e: building the Kubernetes binaries failed (see above)" >&2; exit 1; }; \
 	desched=$$(test/deschedbin/build.sh) || { echo "test-e2e: building the descheduler failed (see above)" >&2; exit 1; }; \
-	node=0; kernel=0; \
-	if why=$$(hack/tier-check.sh node); then node=1; else echo "test-e2e: node tier off: $$why"; fi; \
+	node=0; kernel=0; runtime=; \
+	if why=$$(hack/tier-check.sh node); then \
+	  runtime=$$(test/runtimebins/build.sh) || { echo "test-e2e: building the node's container runtime failed (see above)" >&2; exit 1; }; node=1; \
+	else echo "test-e2e: node tier off: $$why"; fi; \
 	if why=$$(hack/tier-check.sh kernel); then kernel=1; else echo "test-e2e: agent tests with real cgroups off: $$why"; fi; \
-	echo "CGPILOT_K8S_BINS=$$bins CGPILOT_DESCHEDULER=$$desched CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=$$node CGPILOT_TEST_KERNEL=$$kernel go test $(RACE) -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) $$pkgs"; \
-	CGPILOT_K8S_BINS=$$bins CGPILOT_DESCHEDULER=$$desched CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=$$node CGPILOT_TEST_KERNEL=$$kernel \
+	echo "CGPILOT_K8S_BINS=$$bins CGPILOT_RUNTIME_BINS=$$runtime CGPILOT_DESCHEDULER=$$desched CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=$$node CGPILOT_TEST_KERNEL=$$kernel go test $(RACE) -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) $$pkgs"; \
+	CGPILOT_K8S_BINS=$$bins CGPILOT_RUNTIME_BINS=$$runtime CGPILOT_DESCHEDULER=$$desched CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=$$node CGPILOT_TEST_KERNEL=$$kernel \
 	  $(GO) test $(RACE) -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(TESTFLAGS) $$pkgs
 
 # The control paths beside their floors and the agent's footprint, in one
@@ -166,8 +168,9 @@ $(STATICCHECK):
 	GOBIN=$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 # Installs only what is missing (hack/deps.sh says what it does); the
-# Kubernetes binaries and the VM kernel are cached under $(CACHE_DIR) and
-# rebuilt/re-fetched only when their pins change. Warm, it takes ~0.1 s.
+# Kubernetes binaries, the node's container runtime (containerd 2, runc) and
+# the VM kernel are cached under $(CACHE_DIR) and rebuilt/re-fetched only
+# when their pins change. Warm, it takes ~0.1 s.
 deps:
 	@hack/deps.sh all
 
@@ -177,7 +180,7 @@ deps:
 demo:
 	@hack/deps.sh demo
 	@echo "==> go run ./test/cmd/demo up"
-	@CGPILOT_K8S_BINS=$$(test/k8sbins/build.sh --check) $(GO) run ./test/cmd/demo up
+	@CGPILOT_K8S_BINS=$$(test/k8sbins/build.sh --check) CGPILOT_RUNTIME_BINS=$$(test/runtimebins/build.sh --check) $(GO) run ./test/cmd/demo up
 
 demo-down:
 	$(GO) run ./test/cmd/demo down

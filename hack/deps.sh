@@ -2,14 +2,20 @@
 # deps.sh [demo|test|all] - install what is missing for `make demo`, `make
 # test` or both (default all), idempotently, saying what it does:
 #
-#   apt packages   (root, Debian) the node tier and the demo: containerd, runc,
-#                  busybox-static, CNI plugins, iproute2, iptables; for test
-#                  also qemu-system-x86 and cpio (the v2 VM) and clang-19,
-#                  llvm-19, libbpf-dev (the eBPF objects' regeneration check),
-#                  gcc and libc6-dev (cgo, which the race detector needs),
-#                  chromium (the aggregator dashboard's browser test)
+#   apt packages   (root, Debian) the node tier and the demo: busybox-static,
+#                  CNI plugins, iproute2, iptables, and gcc, libc6-dev,
+#                  pkg-config, libseccomp-dev (runc's build: cgo and
+#                  seccomp); for test also qemu-system-x86 and cpio (the v2
+#                  VM), clang-19, llvm-19, libbpf-dev (the eBPF objects'
+#                  regeneration check) and chromium (the aggregator
+#                  dashboard's browser test); gcc is also cgo for the race
+#                  detector. No containerd or runc from apt: Debian's are
+#                  1.6 and 1.1.
 #   k8s binaries   test/k8sbins/build.sh: built once from the Go module proxy
 #                  (10-20 min on 2 cores), cached by their pin
+#   runtime        test/runtimebins/build.sh: the node's containerd 2 (with
+#                  its runc shim and ctr) and runc, built once from the Go
+#                  module proxy (about 4-5 min on 2 cores), cached by their pin
 #   v2 VM kernel   test/v2vm/kernel.sh (test only): a Debian kernel, cached
 #   descheduler    test/deschedbin/build.sh (test only): the upstream
 #                  descheduler the rescheduling tests run, built once from the
@@ -24,11 +30,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 what=${1:-all}
 case $what in demo | test | all) ;; *) echo "usage: $0 [demo|test|all]" >&2; exit 2 ;; esac
 
-NODE_PKGS="containerd runc busybox-static containernetworking-plugins iproute2 iptables"
-TEST_PKGS="qemu-system-x86 cpio clang-19 llvm-19 libbpf-dev gcc libc6-dev chromium"
+NODE_PKGS="busybox-static containernetworking-plugins iproute2 iptables gcc libc6-dev pkg-config libseccomp-dev"
+TEST_PKGS="qemu-system-x86 cpio clang-19 llvm-19 libbpf-dev chromium"
 pkgs=$NODE_PKGS
-steps=2
-if [ "$what" != demo ]; then pkgs="$pkgs $TEST_PKGS"; steps=4; fi
+steps=3
+if [ "$what" != demo ]; then pkgs="$pkgs $TEST_PKGS"; steps=5; fi
 
 # The demo runs a real kubelet and containerd: nothing to install for a
 # user who cannot run it.
@@ -89,14 +95,16 @@ pinned() {
 
 pinned 2 test/k8sbins/build.sh "Kubernetes binaries in " "the Kubernetes binaries (once; cached by their pin)" "Kubernetes binaries"
 
+pinned 3 test/runtimebins/build.sh "containerd and runc in " "the node's containerd and runc (once; cached by their pin)" "containerd and runc"
+
 if [ "$what" != demo ]; then
   t=$(date +%s%N)
   if k=$(test/v2vm/kernel.sh); then
-    echo "deps 3/$steps: v2 VM kernel $k ($(ms "$t"))"
+    echo "deps 4/$steps: v2 VM kernel $k ($(ms "$t"))"
   else
-    failed "3/$steps v2 VM kernel" "test/v2vm/kernel.sh failed (see above)"
+    failed "4/$steps v2 VM kernel" "test/v2vm/kernel.sh failed (see above)"
   fi
-  pinned 4 test/deschedbin/build.sh "descheduler " "the descheduler (once; cached by its pin)" descheduler
+  pinned 5 test/deschedbin/build.sh "descheduler " "the descheduler (once; cached by its pin)" descheduler
 fi
 echo "deps: done in $(ms "$start")"
 exit $rc

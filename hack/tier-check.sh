@@ -8,7 +8,9 @@
 #   kernel  Go, root (writes real cgroups on this host)
 #   v2      Go, qemu-system-x86_64, cpio, and a cached kernel or Debian apt to fetch one
 #   e2e     Go (the Kubernetes binaries are built from the Go module proxy)
-#   node    e2e + root + containerd, ctr, runc, CNI plugins, ip, iptables
+#   node    e2e + root + CNI plugins, ip, iptables, and the node's container
+#           runtime (containerd 2, runc: test/runtimebins/build.sh) built, or
+#           what building it needs (cgo, pkg-config, libseccomp)
 #
 # V2_PRESENT / E2E_PRESENT (set by the Makefile): the test packages of the tier
 # that exist on this branch; empty means there is nothing to run. RACE (set
@@ -45,9 +47,13 @@ case $tier in
     ;;
   node)
     root "not root: kubelet and containerd need root"
-    for t in containerd ctr runc ip iptables; do
+    for t in ip iptables; do
       command -v $t >/dev/null || no "$t not found: run make deps"
     done
+    if ! "$(dirname "${BASH_SOURCE[0]}")/../test/runtimebins/build.sh" --check >/dev/null 2>&1; then
+      [ "$(go env CGO_ENABLED)" = 1 ] || no "building runc (the node's runtime) needs cgo and no C compiler was found: run make deps (gcc)"
+      pkg-config --exists libseccomp 2>/dev/null || no "building runc (the node's runtime) needs libseccomp: run make deps (pkg-config, libseccomp-dev)"
+    fi
     for p in loopback host-local; do
       [ -x /usr/lib/cni/$p ] || [ -x /opt/cni/bin/$p ] || no "CNI plugin $p not found: run make deps"
     done

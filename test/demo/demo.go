@@ -40,10 +40,11 @@ const (
 
 // Options configure Up.
 type Options struct {
-	Dir      string    // test bed directory (state, logs, the agent's host paths)
-	BinDir   string    // the Kubernetes binaries
-	RepoRoot string    // the cgpilot checkout (deploy/ and the go build)
-	Out      io.Writer // the demo's report
+	Dir           string    // test bed directory (state, logs, the agent's host paths)
+	BinDir        string    // the Kubernetes binaries
+	RuntimeBinDir string    // the node's containerd 2 and runc (default $CGPILOT_RUNTIME_BINS)
+	RepoRoot      string    // the cgpilot checkout (deploy/ and the go build)
+	Out           io.Writer // the demo's report
 }
 
 // Timings of one demo run.
@@ -149,7 +150,7 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 	}()
 	steps := []step{
 		{"this host: root, 2 CPUs or more, no demo running; the agent image starts building", r.checkHost},
-		{"the test bed: etcd, kube-apiserver, controllers, containerd and a kubelet on 127.0.0.1", r.startCluster},
+		{"the test bed: etcd, kube-apiserver, controllers, containerd 2 and a kubelet on 127.0.0.1", r.startCluster},
 		{"the agent image and cgpilotctl, cached by the hash of their inputs", r.images},
 		{"deploy the agent and the aggregator: kubectl apply -k (deploy/kustomize and its aggregator component, with the test bed's changes)", r.deployAgent},
 		{"workloads in namespace " + Namespace + ": CPU pools, a web Deployment under an InPlace RightsizePolicy, a memory hog", r.startWorkloads},
@@ -244,7 +245,7 @@ func (r *run) startCluster(ctx context.Context) error {
 	}
 	r.cp = cp
 	r.res.Timings.ControlPlane = cp.Started
-	if r.node, err = harness.StartNode(ctx, cp, harness.NodeOptions{}); err != nil {
+	if r.node, err = harness.StartNode(ctx, cp, harness.NodeOptions{RuntimeBinDir: r.o.RuntimeBinDir}); err != nil {
 		<-r.built
 		return err
 	}

@@ -66,7 +66,7 @@ import (
 // (CGPILOT_CHURN_PODS), at least 20. The long run, the README's figures,
 // 1,000 pods with a JSON summary (and the agent's log beside it):
 //
-//	CGPILOT_K8S_BINS=$(test/k8sbins/build.sh) CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=1 CGPILOT_TEST_KERNEL=1 \
+//	CGPILOT_K8S_BINS=$(test/k8sbins/build.sh) CGPILOT_RUNTIME_BINS=$(test/runtimebins/build.sh) CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=1 CGPILOT_TEST_KERNEL=1 \
 //	  CGPILOT_CHURN_SOAK_JSON=/tmp/churn-soak.json go test ./test/e2e -run '^$' -bench BenchmarkNodeChurnSoak -benchtime 1x -timeout 90m
 
 const (

@@ -6,13 +6,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -283,8 +286,12 @@ func TestDemoUpAndDown(t *testing.T) {
 // these mounts) with the host cgroupfs read-only and only the kubepods trees
 // it writes read-write, /proc/interrupts as its only piece of the host's
 // /proc, and only the kubelet's pod-resources directory of /var/lib/kubelet
-// (issue 11). Whether the v1 hierarchies below /sys/fs/cgroup are read-only
-// too depends on the runtime's recursiveReadOnly support: logged.
+// (issue 11). The v1 hierarchies below /sys/fs/cgroup are read-only too:
+// the manifests' recursiveReadOnly: IfPossible, which the test bed's
+// containerd 2 and runc apply (mount_setattr, Linux 5.12+); a runtime
+// without it would leave them writable. The agent's own view is checked
+// with a write: a mkdir below each of them through /proc/PID/root (its mount
+// namespace) must fail with EROFS.
 func checkAgentMounts(t *testing.T, pid int) {
 	t.Helper()
 	mounts := map[string]string{} // mount point -> "ro" or "rw"
@@ -319,11 +326,27 @@ func checkAgentMounts(t *testing.T, pid int) {
 			(strings.HasPrefix(p, "/var/lib/kubelet/") && p != "/var/lib/kubelet/pod-resources") {
 			t.Errorf("agent mount %s: more of the host than the manifests give it", p)
 		}
-		if strings.HasPrefix(p, "/sys/fs/cgroup/") && !strings.HasSuffix(p, "/kubepods") {
-			below = append(below, p+" "+mounts[p])
+		if strings.HasPrefix(p, "/sys/fs/cgroup/") && !strings.HasSuffix(p, "/kubepods") && !slices.Contains(below, p) {
+			below = append(below, p)
 		}
 	}
-	t.Logf("agent's host hierarchies below the read-only /sys/fs/cgroup (rw unless the runtime supports recursiveReadOnly): %s", strings.Join(below, ", "))
+	if _, err := os.Stat("/sys/fs/cgroup/cpuset/cpuset.cpus"); err == nil && len(below) == 0 {
+		t.Errorf("agent mounts: no host hierarchy below /sys/fs/cgroup on a v1 host")
+	}
+	for _, p := range below {
+		if mounts[p] != "ro" {
+			t.Errorf("agent mount %s: %s, want ro (recursiveReadOnly: the runtime did not make the sub-mounts read-only)", p, mounts[p])
+		}
+		probe := filepath.Join(fmt.Sprintf("/proc/%d/root", pid), p, fmt.Sprintf("cgpilot-test-rro-%d", os.Getpid()))
+		err := os.Mkdir(probe, 0o755)
+		if err == nil {
+			os.Remove(probe)
+		}
+		if !errors.Is(err, syscall.EROFS) {
+			t.Errorf("mkdir below %s in the agent's mount namespace: %v, want EROFS", p, err)
+		}
+	}
+	t.Logf("agent's host hierarchies below /sys/fs/cgroup, read-only (recursiveReadOnly): %s", strings.Join(below, ", "))
 }
 
 // podProcess finds the process running program in the pod with uid, by

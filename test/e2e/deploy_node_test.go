@@ -189,7 +189,7 @@ func startDeployBedWith(t testing.TB, race bool) *deployBed {
 	}
 	if !race {
 		next := strings.TrimSuffix(demo.AgentImage, ":demo") + ":" + nextTag
-		if out, err := exec.CommandContext(ctx, "ctr", "--address", n.State.Socket, "-n", "k8s.io", "images", "tag", demo.AgentImage, next).CombinedOutput(); err != nil {
+		if out, err := n.Ctr(ctx, "images", "tag", demo.AgentImage, next).CombinedOutput(); err != nil {
 			t.Fatalf("ctr images tag: %v: %s", err, out)
 		}
 	}

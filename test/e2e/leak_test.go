@@ -31,7 +31,9 @@ type hostSnapshot struct {
 // leakPaths are the host paths a node writes outside its directory.
 var leakPaths = []string{"/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/usr/libexec/kubernetes",
 	"/run/containerd", "/var/lib/containerd", "/opt/containerd", "/var/lib/cni", "/run/netns", "/run/runc",
-	"/var/run/kubernetes", "/etc/kubernetes", harness.NodeLockFile}
+	"/var/run/kubernetes", "/etc/kubernetes", harness.NodeLockFile,
+	// containerd 2's NRI socket (off in the harness) and CDI spec directories.
+	"/run/nri", "/run/cdi", "/etc/cdi"}
 
 var leakSysctls = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
 	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes", "net/ipv4/ip_forward"}

@@ -52,7 +52,7 @@ import (
 // agent's log. Pods start at 0.3-3 a second on this 2-core machine, by its
 // load: a run takes 5-10 minutes. ns/op is the whole run, set-up included.
 //
-//	CGPILOT_K8S_BINS=$(test/k8sbins/build.sh) CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=1 CGPILOT_TEST_KERNEL=1 \
+//	CGPILOT_K8S_BINS=$(test/k8sbins/build.sh) CGPILOT_RUNTIME_BINS=$(test/runtimebins/build.sh) CGPILOT_TEST_E2E=1 CGPILOT_TEST_NODE=1 CGPILOT_TEST_KERNEL=1 \
 //	  CGPILOT_NODE_FOOTPRINT_JSON=/tmp/node-footprint.json go test ./test/e2e -run '^$' -bench BenchmarkNodeFootprint -benchtime 1x -timeout 40m
 //
 // make bench runs it as the path nodefootprint.

@@ -1,7 +1,10 @@
 // Package harness starts a real, throw-away Kubernetes test bed on this
 // machine: etcd and kube-apiserver (optionally kube-controller-manager and
 // kube-scheduler) on 127.0.0.1 with free ports, and, when asked, a real node
-// (containerd, runc, CNI plugins and a kubelet with the cgroupfs driver).
+// (containerd 2, runc, CNI plugins and a kubelet with the cgroupfs driver).
+// The container runtime is the one test/runtimebins builds from the Go
+// module proxy (NodeOptions.RuntimeBinDir, $CGPILOT_RUNTIME_BINS), never the
+// host's.
 //
 // Everything a test bed starts or creates is recorded in state.json inside
 // its directory before it is created, so Teardown can undo it from the same
@@ -10,8 +13,8 @@
 // their recorded start time, never by name.
 //
 // A node changes host state a kubelet always changes: kubepods cgroups in
-// every hierarchy, /var/lib/kubelet/device-plugins, /run/containerd/s,
-// /run/netns, /var/lib/cni, /var/log/containers and six kernel sysctls
+// every hierarchy, /var/lib/kubelet/device-plugins, /run/containerd/s (the
+// shim sockets), /var/lib/cni, /var/log/containers and six kernel sysctls
 // (plus ip_forward from the ptp plugin); and it puts its node IP
 // (DefaultNodeIP, a TEST-NET-2 address) on the loopback device, because the
 // kubelet refuses a 127/8 node IP and the API server must reach the kubelet

@@ -43,7 +43,7 @@ var hostPaths = []string{
 	"/var/lib/containerd",      // default root, should stay unused
 	"/opt/containerd",          // the opt plugin's default path
 	"/var/lib/cni",             // CNI result cache
-	"/run/netns",               // CRI network namespaces (nsfs bind mounts)
+	"/run/netns",               // CRI network namespaces with containerd 1 (2 mounts them in its state directory)
 	"/run/runc",                // runc's default root, should stay unused
 	"/var/run/kubernetes",      // default --cert-dir of the components
 	"/etc/kubernetes",          // kubelet manifests dir default

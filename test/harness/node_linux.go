@@ -55,7 +55,20 @@ type NodeOptions struct {
 	ReservedCPUs string
 	// FeatureGates are the kubelet's featureGates.
 	FeatureGates map[string]bool
+	// RuntimeBinDir holds the container runtime the node runs: containerd
+	// 2, containerd-shim-runc-v2, ctr and runc (default
+	// $CGPILOT_RUNTIME_BINS, which make test-e2e and make demo set from
+	// test/runtimebins/build.sh). The node uses nothing of the runtime on
+	// PATH.
+	RuntimeBinDir string
 }
+
+// RuntimeBinsEnv names the environment variable with the default of
+// NodeOptions.RuntimeBinDir.
+const RuntimeBinsEnv = "CGPILOT_RUNTIME_BINS"
+
+// runtimeBins are the programs NodeOptions.RuntimeBinDir must hold.
+var runtimeBins = []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc"}
 
 // DefaultNodeIP is a harness node's InternalIP: an address of TEST-NET-2
 // (RFC 5737), which no network routes, so that adding it to the loopback
@@ -68,7 +81,8 @@ type NodeState struct {
 	Name        string            `json:"name"`
 	Dir         string            `json:"dir"`
 	Socket      string            `json:"socket"`
-	Procs       []ProcRecord      `json:"procs"` // containerd, kubelet
+	RuntimeBins string            `json:"runtimeBins"` // NodeOptions.RuntimeBinDir
+	Procs       []ProcRecord      `json:"procs"`       // containerd, kubelet
 	Ports       map[string]int    `json:"ports"`
 	Marks       []PathMark        `json:"marks"`
 	MountsPrior []string          `json:"mountsPrior"`
@@ -129,19 +143,36 @@ func (n *Node) Options() NodeOptions { return n.opts }
 // ImportImage imports a docker-archive into the node's containerd (k8s.io
 // namespace), for images beyond pause and busybox (the agent image).
 func (n *Node) ImportImage(ctx context.Context, tarPath string) error {
-	return ctrImport(ctx, n.State.Socket, tarPath)
+	return ctrImport(ctx, n.State.RuntimeBins, n.State.Socket, tarPath)
+}
+
+// Ctr is the node's ctr, talking to its containerd in the CRI (k8s.io)
+// namespace, with args after the global options.
+func (n *Node) Ctr(ctx context.Context, args ...string) *exec.Cmd {
+	return ctrCommand(ctx, n.State.RuntimeBins, n.State.Socket, args...)
+}
+
+func ctrCommand(ctx context.Context, runtimeBins, sock string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, filepath.Join(runtimeBins, "ctr"), append([]string{"--address", sock, "-n", "k8s.io"}, args...)...)
 }
 
 // missingDeps names what the node needs from the host and how to get it.
-func missingDeps(binDir string) error {
+func missingDeps(binDir, runtimeDir string) error {
 	var miss []string
 	if _, err := os.Stat(filepath.Join(binDir, "kubelet")); err != nil {
 		miss = append(miss, "kubelet in "+binDir+" (test/k8sbins/build.sh)")
 	}
-	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip"} {
-		if _, err := exec.LookPath(b); err != nil {
-			miss = append(miss, b)
+	if runtimeDir == "" {
+		miss = append(miss, "the container runtime (test/runtimebins/build.sh, or set "+RuntimeBinsEnv+")")
+	} else {
+		for _, b := range runtimeBins {
+			if _, err := os.Stat(filepath.Join(runtimeDir, b)); err != nil {
+				miss = append(miss, b+" in "+runtimeDir+" (test/runtimebins/build.sh)")
+			}
 		}
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		miss = append(miss, "ip (iproute2)")
 	}
 	if cniBinDir() == "" {
 		miss = append(miss, "CNI plugins ptp, host-local, loopback (containernetworking-plugins)")
@@ -248,6 +279,9 @@ func StartNode(ctx context.Context, cp *ControlPlane, o NodeOptions) (n *Node, e
 	if o.NodeIP == "" {
 		o.NodeIP = DefaultNodeIP
 	}
+	if o.RuntimeBinDir == "" {
+		o.RuntimeBinDir = os.Getenv(RuntimeBinsEnv)
+	}
 	if ip := net.ParseIP(o.NodeIP); ip == nil || ip.To4() == nil || ip.IsLoopback() || ip.IsUnspecified() {
 		return nil, fmt.Errorf("%w: node IP %q: want an IPv4 address the kubelet accepts (not loopback or unspecified)", ErrStart, o.NodeIP)
 	}
@@ -257,7 +291,7 @@ func StartNode(ctx context.Context, cp *ControlPlane, o NodeOptions) (n *Node, e
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("%w: a node needs root", ErrStart)
 	}
-	if err := missingDeps(cp.BinDir()); err != nil {
+	if err := missingDeps(cp.BinDir(), o.RuntimeBinDir); err != nil {
 		return nil, err
 	}
 	st := cp.State
@@ -288,7 +322,7 @@ func StartNode(ctx context.Context, cp *ControlPlane, o NodeOptions) (n *Node, e
 	}
 	dir := filepath.Join(st.Dir, "node")
 	ns := &NodeState{
-		Name: o.Name, Dir: dir, Socket: filepath.Join(dir, "containerd", "containerd.sock"),
+		Name: o.Name, Dir: dir, Socket: filepath.Join(dir, "containerd", "containerd.sock"), RuntimeBins: o.RuntimeBinDir,
 		Ports: map[string]int{}, LinksPrior: netLinks(), Sysctls: readSysctls(), CgroupRoots: roots, Lock: NodeLockFile,
 		NodeIP: o.NodeIP,
 	}
@@ -348,14 +382,18 @@ func StartNode(ctx context.Context, cp *ControlPlane, o NodeOptions) (n *Node, e
 	if err := n.writeConfigs(cp); err != nil {
 		return nil, err
 	}
-	if err := n.start("containerd", "containerd", "--config", filepath.Join(dir, "containerd", "config.toml")); err != nil {
+	// The runtime's directory first on containerd's PATH, so that nothing
+	// it runs comes from the host (the shim and runc are named by absolute
+	// path in its configuration too).
+	env := []string{"PATH=" + o.RuntimeBinDir + string(os.PathListSeparator) + os.Getenv("PATH")}
+	if err := n.start("containerd", env, filepath.Join(o.RuntimeBinDir, "containerd"), "--config", filepath.Join(dir, "containerd", "config.toml")); err != nil {
 		return nil, err
 	}
 	if err := n.waitContainerd(ctx, 60*time.Second); err != nil {
 		return nil, err
 	}
 	for _, tar := range []string{pauseTar, busyboxTar} {
-		if err := ctrImport(ctx, ns.Socket, tar); err != nil {
+		if err := ctrImport(ctx, ns.RuntimeBins, ns.Socket, tar); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrStart, err)
 		}
 	}
@@ -370,8 +408,8 @@ func StartNode(ctx context.Context, cp *ControlPlane, o NodeOptions) (n *Node, e
 	return n, nil
 }
 
-func (n *Node) start(name, bin string, args ...string) error {
-	rec, err := startProc(name, filepath.Join(n.State.Dir, "logs", name+".log"), n.cp.opts.Detach, nil, bin, args...)
+func (n *Node) start(name string, env []string, bin string, args ...string) error {
+	rec, err := startProc(name, filepath.Join(n.State.Dir, "logs", name+".log"), n.cp.opts.Detach, env, bin, args...)
 	if err != nil {
 		return err
 	}
@@ -402,7 +440,7 @@ func (n *Node) startKubelet() error {
 		n.cp.opts.Logf("harness: removed %s of policy %q: the kubelet refuses to start on a checkpoint of another policy than %q", n.CPUManagerStateFile(), removed, policy)
 	}
 	dir := n.State.Dir
-	return n.start("kubelet", filepath.Join(n.cp.BinDir(), "kubelet"),
+	return n.start("kubelet", nil, filepath.Join(n.cp.BinDir(), "kubelet"),
 		"--config="+filepath.Join(dir, "kubelet-config.yaml"),
 		"--kubeconfig="+n.cp.State.Kubeconfig,
 		"--root-dir="+n.KubeletRootDir(),
@@ -423,8 +461,8 @@ func (n *Node) RestartKubelet(ctx context.Context, change func(*NodeOptions)) er
 	if change != nil {
 		change(&o)
 	}
-	if o.Name != n.opts.Name || o.NodeIP != n.opts.NodeIP || o.Busybox != n.opts.Busybox {
-		return fmt.Errorf("%w: a kubelet restart cannot change the node's name, IP or images", ErrStart)
+	if o.Name != n.opts.Name || o.NodeIP != n.opts.NodeIP || o.Busybox != n.opts.Busybox || o.RuntimeBinDir != n.opts.RuntimeBinDir {
+		return fmt.Errorf("%w: a kubelet restart cannot change the node's name, IP, images or runtime", ErrStart)
 	}
 	if o.StaticCPUManager && o.ReservedCPUs == "" {
 		o.ReservedCPUs = "0"
@@ -481,7 +519,9 @@ func (n *Node) writeConfigs(cp *ControlPlane) error {
 		filepath.Join(dir, "containerd", "config.toml"): fmt.Sprintf(containerdConfig,
 			filepath.Join(dir, "containerd", "root"), filepath.Join(dir, "containerd", "state"),
 			n.State.Socket, n.State.Socket+".ttrpc", filepath.Join(dir, "opt"),
-			images.PauseRef, filepath.Join(dir, "runc"), cniBinDir(), filepath.Join(dir, "cni", "net.d")),
+			images.PauseRef, filepath.Join(n.State.RuntimeBins, "containerd-shim-runc-v2"),
+			filepath.Join(n.State.RuntimeBins, "runc"), filepath.Join(dir, "runc"),
+			cniBinDir(), filepath.Join(dir, "cni", "net.d")),
 		filepath.Join(dir, "cni", "net.d", "10-ptp.conflist"): fmt.Sprintf(ptpConflist, podSubnet, filepath.Join(dir, "cni", "ipam")),
 	}
 	for p, c := range files {
@@ -547,11 +587,17 @@ func clearStaleCPUManagerState(file, policy string) (string, error) {
 	return st.PolicyName, nil
 }
 
-// containerdConfig is containerd 1.6's CRI setup with everything private
-// except what it hard-codes (/run/containerd/s shim sockets, /run/netns).
-// restrict_oom_score_adj: without CAP_SYS_RESOURCE (these VMs) runc cannot
-// set the kubelet's negative oom_score_adj and every sandbox fails.
-const containerdConfig = `version = 2
+// containerdConfig is containerd 2's CRI setup (configuration version 3)
+// with everything private to the node's directory except what containerd
+// hard-codes (the shim sockets in /run/containerd/s: a socket_dir must be
+// at most 42 characters). The shim and runc are the ones of
+// NodeOptions.RuntimeBinDir, named by absolute path; the CRI's network
+// namespaces are mounted below the state directory, not in /run/netns.
+// NRI is off: nothing here uses it, and it would serve a socket in
+// /var/run/nri. restrict_oom_score_adj: without CAP_SYS_RESOURCE (these
+// VMs) runc cannot set the kubelet's negative oom_score_adj and every
+// sandbox fails.
+const containerdConfig = `version = 3
 root = %q
 state = %q
 [grpc]
@@ -560,26 +606,34 @@ state = %q
   address = %q
 [metrics]
   address = ""
-[plugins."io.containerd.internal.v1.opt"]
+[plugins.'io.containerd.internal.v1.opt']
   path = %q
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = %q
+[plugins.'io.containerd.cri.v1.runtime']
   disable_apparmor = true
   restrict_oom_score_adj = true
   enable_selinux = false
+  netns_mounts_under_state_dir = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      runtime_path = %q
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        BinaryName = %q
+        Root = %q
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = [%q]
+    conf_dir = %q
+[plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        Root = %q
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %q
-    conf_dir = %q
 `
 
 const ptpConflist = `{"cniVersion":"1.0.0","name":"cgpilot","plugins":[
@@ -630,8 +684,8 @@ serializeImagePulls: false
 nodeStatusUpdateFrequency: 4s
 `
 
-func ctrImport(ctx context.Context, sock, tar string) error {
-	cmd := exec.CommandContext(ctx, "ctr", "--address", sock, "-n", "k8s.io", "images", "import", tar)
+func ctrImport(ctx context.Context, runtimeBins, sock, tar string) error {
+	cmd := ctrCommand(ctx, runtimeBins, sock, "images", "import", tar)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("ctr images import %s: %v: %s", tar, err, strings.TrimSpace(string(out)))
 	}
@@ -646,7 +700,7 @@ func (n *Node) waitContainerd(ctx context.Context, timeout time.Duration) error 
 		if !rec.Alive() {
 			return fmt.Errorf("%w: containerd exited; last log lines:\n%s", ErrStart, tailFile(rec.Log, 30))
 		}
-		out, err := exec.CommandContext(ctx, "ctr", "--address", n.State.Socket, "version").CombinedOutput()
+		out, err := exec.CommandContext(ctx, filepath.Join(n.State.RuntimeBins, "ctr"), "--address", n.State.Socket, "version").CombinedOutput()
 		if err == nil {
 			return nil
 		}
@@ -731,7 +785,7 @@ func teardownNode(st *State) error {
 		killCgroupProcs(filepath.Join(r, "kubepods"))
 	}
 	if containerd != nil && containerd.Alive() {
-		ctrCleanup(ns.Socket)
+		ctrCleanup(ns.RuntimeBins, ns.Socket)
 		add(containerd.Stop(15 * time.Second))
 	}
 	// Shims re-parent to init; they carry our socket path on their
@@ -869,11 +923,11 @@ func podCgroupsLeft(roots []string) bool {
 
 // ctrCleanup asks containerd to kill and delete what is left in the CRI
 // namespace, so that it unmounts rootfs and its shims exit by themselves.
-func ctrCleanup(sock string) {
+func ctrCleanup(runtimeBins, sock string) {
 	ctr := func(args ...string) string {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		out, _ := exec.CommandContext(ctx, "ctr", append([]string{"--address", sock, "-n", "k8s.io"}, args...)...).Output()
+		out, _ := ctrCommand(ctx, runtimeBins, sock, args...).Output()
 		return string(out)
 	}
 	for _, id := range strings.Fields(ctr("tasks", "ls", "-q")) {

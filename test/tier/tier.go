@@ -8,7 +8,7 @@
 //	kernel      CGPILOT_TEST_KERNEL=1, root: real cgroup writes on this host (make test-kernel)
 //	v2          inside the cgroup v2 VM; the VM runner sets CGPILOT_TEST_KERNEL=1 (make test-v2)
 //	e2e         CGPILOT_TEST_E2E=1: real etcd + kube-apiserver (make test-e2e)
-//	node        CGPILOT_TEST_NODE=1, root: real kubelet + containerd + runc (make test-e2e)
+//	node        CGPILOT_TEST_NODE=1, root: real kubelet + containerd 2 + runc (make test-e2e; CGPILOT_RUNTIME_BINS)
 //
 // It imports nothing of cgpilot.
 package tier
@@ -70,16 +70,30 @@ func Descheduler(t testing.TB) string {
 }
 
 // Node skips t unless the node tier (real kubelet + containerd) is enabled
-// and the test runs as root. It returns the Kubernetes binaries directory.
+// and the test runs as root, and fails it when the node's container runtime
+// is missing: CGPILOT_RUNTIME_BINS, set by the Makefile from
+// test/runtimebins/build.sh, must hold containerd 2, its runc shim, ctr and
+// runc (the harness's default runtime). It returns the Kubernetes binaries
+// directory.
 func Node(t testing.TB) string {
 	t.Helper()
 	if !enabled("CGPILOT_TEST_NODE") {
-		t.Skip("node tier: set CGPILOT_TEST_NODE=1 as root (make test-e2e sets it when containerd, runc and CNI plugins are installed: make deps)")
+		t.Skip("node tier: set CGPILOT_TEST_NODE=1 as root (make test-e2e sets it, and builds containerd 2 and runc, when the CNI plugins and libseccomp-dev are installed: make deps)")
 	}
 	if os.Geteuid() != 0 {
 		t.Skip("node tier: needs root for kubelet and containerd")
 	}
-	return E2E(t)
+	bins := E2E(t)
+	dir := os.Getenv("CGPILOT_RUNTIME_BINS")
+	if dir == "" {
+		t.Fatal("node tier enabled but CGPILOT_RUNTIME_BINS is empty: run test/runtimebins/build.sh, or make test-e2e")
+	}
+	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			t.Fatalf("node tier: %s missing in CGPILOT_RUNTIME_BINS=%s: run make deps", b, dir)
+		}
+	}
+	return bins
 }
 
 // SharedData returns the path of ../shared/data/<sub> beside the repository

@@ -1,6 +1,6 @@
 // Command demo is `make demo`:
 //
-//	go run ./test/cmd/demo up [--dir DIR] [--bins DIR]
+//	go run ./test/cmd/demo up [--dir DIR] [--bins DIR] [--runtime-bins DIR]
 //	go run ./test/cmd/demo down [--dir DIR]
 //
 // up starts the test bed's single-node cluster in DIR ($CGPILOT_DEMO_DIR,
@@ -11,7 +11,9 @@
 // an unexpected Warning Event appeared, and leaves the cluster running. down (make demo-down) deletes
 // the agent DaemonSet, then removes the test bed as `testbed down` does.
 // The Kubernetes binaries come from --bins, $CGPILOT_K8S_BINS or
-// test/k8sbins/build.sh --check. up must run inside the cgpilot checkout
+// test/k8sbins/build.sh --check; the node's container runtime (containerd
+// 2 and runc) from --runtime-bins, $CGPILOT_RUNTIME_BINS or
+// test/runtimebins/build.sh --check. up must run inside the cgpilot checkout
 // (it renders deploy/kustomize and builds the agent). Errors go to stderr
 // with exit status 1.
 //

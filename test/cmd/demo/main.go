@@ -32,6 +32,7 @@ func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	dir := fs.String("dir", envOr("CGPILOT_DEMO_DIR", "/tmp/cgpilot-demo"), "test bed directory")
 	bins := fs.String("bins", os.Getenv("CGPILOT_K8S_BINS"), "directory of the Kubernetes binaries")
+	runtime := fs.String("runtime-bins", os.Getenv("CGPILOT_RUNTIME_BINS"), "directory of the node's container runtime (containerd 2, its shim, ctr, runc)")
 	if len(args) > 0 {
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
@@ -46,7 +47,7 @@ func run(args []string, out io.Writer) error {
 	}
 	switch {
 	case len(args) == 0:
-		return errors.New("usage: demo up|down [--dir DIR] [--bins DIR]")
+		return errors.New("usage: demo up|down [--dir DIR] [--bins DIR] [--runtime-bins DIR]")
 	case args[0] == "down":
 		return demo.Down(abs, out)
 	case args[0] != "up":
@@ -63,10 +64,17 @@ func run(args []string, out io.Writer) error {
 		}
 		*bins = strings.TrimSpace(string(b))
 	}
+	if *runtime == "" {
+		b, err := exec.Command(filepath.Join(root, "test/runtimebins/build.sh"), "--check").Output()
+		if err != nil {
+			return errors.New("the node's container runtime is not built: run make demo (or test/runtimebins/build.sh), or set CGPILOT_RUNTIME_BINS")
+		}
+		*runtime = strings.TrimSpace(string(b))
+	}
 	// Ctrl-C ends the demo; Up then tears down what it started.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	_, err = demo.Up(ctx, demo.Options{Dir: abs, BinDir: *bins, RepoRoot: root, Out: out})
+	_, err = demo.Up(ctx, demo.Options{Dir: abs, BinDir: *bins, RuntimeBinDir: *runtime, RepoRoot: root, Out: out})
 	return err
 }
 

@@ -1,7 +1,7 @@
 // Command testbed starts and stops the local test bed for `make demo` and
 // `make demo-down`:
 //
-//	go run ./test/cmd/testbed up [--node] [--dir DIR] [--bins DIR]
+//	go run ./test/cmd/testbed up [--node] [--dir DIR] [--bins DIR] [--runtime-bins DIR]
 //	go run ./test/cmd/testbed status [--dir DIR]
 //	go run ./test/cmd/testbed down [--dir DIR]
 //
@@ -9,8 +9,10 @@
 // kube-scheduler (and with --node containerd + a kubelet, as root) in DIR
 // ($CGPILOT_DEMO_DIR, default /tmp/cgpilot-demo), writes DIR/kubeconfig and
 // leaves them running; down stops them by their recorded PIDs and removes
-// everything they created. The binaries come from --bins, $CGPILOT_K8S_BINS,
-// or test/k8sbins/build.sh --check.
+// everything they created. The Kubernetes binaries come from --bins,
+// $CGPILOT_K8S_BINS, or test/k8sbins/build.sh --check; the node's container
+// runtime (containerd 2 and runc) from --runtime-bins,
+// $CGPILOT_RUNTIME_BINS, or test/runtimebins/build.sh --check.
 //
 // Errors go to stderr with exit status 1; a failed up tears down what it
 // started. It imports only package harness of cgpilot.

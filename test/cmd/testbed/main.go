@@ -37,11 +37,12 @@ func defaultDir() string {
 
 func run(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: testbed up|status|down [--node] [--dir DIR] [--bins DIR]")
+		return errors.New("usage: testbed up|status|down [--node] [--dir DIR] [--bins DIR] [--runtime-bins DIR]")
 	}
 	fs := flag.NewFlagSet("testbed "+args[0], flag.ContinueOnError)
 	dir := fs.String("dir", defaultDir(), "state directory of the test bed")
 	bins := fs.String("bins", os.Getenv("CGPILOT_K8S_BINS"), "directory of the Kubernetes binaries")
+	runtime := fs.String("runtime-bins", os.Getenv(harness.RuntimeBinsEnv), "directory of the node's container runtime (containerd 2, its shim, ctr, runc)")
 	node := fs.Bool("node", false, "also start a real node (containerd + kubelet; root)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -52,7 +53,7 @@ func run(args []string, out io.Writer) error {
 	}
 	switch args[0] {
 	case "up":
-		return up(abs, *bins, *node, out)
+		return up(abs, *bins, *runtime, *node, out)
 	case "status":
 		return status(abs, out)
 	case "down":
@@ -73,7 +74,18 @@ func findBins(bins string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-func up(dir, bins string, withNode bool, out io.Writer) error {
+func findRuntimeBins(dir string) (string, error) {
+	if dir != "" {
+		return dir, nil
+	}
+	out, err := exec.Command("test/runtimebins/build.sh", "--check").Output()
+	if err != nil {
+		return "", errors.New("the node's container runtime is not built: run make deps (or test/runtimebins/build.sh), or set " + harness.RuntimeBinsEnv)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func up(dir, bins, runtime string, withNode bool, out io.Writer) error {
 	if _, err := os.Stat(filepath.Join(dir, harness.StateFile)); err == nil {
 		fmt.Fprintf(out, "a test bed already runs in %s:\n", dir)
 		return status(dir, out)
@@ -85,6 +97,11 @@ func up(dir, bins string, withNode bool, out io.Writer) error {
 	if withNode && os.Geteuid() != 0 {
 		return errors.New("--node needs root (kubelet and containerd)")
 	}
+	if withNode {
+		if runtime, err = findRuntimeBins(runtime); err != nil {
+			return err
+		}
+	}
 	ctx := context.Background()
 	logf := func(f string, a ...any) { fmt.Fprintf(out, f+"\n", a...) }
 	cp, err := harness.StartControlPlane(ctx, harness.Options{BinDir: bins, Dir: dir, Controllers: true, Detach: true, Logf: logf})
@@ -92,7 +109,7 @@ func up(dir, bins string, withNode bool, out io.Writer) error {
 		return err
 	}
 	if withNode {
-		if _, err := harness.StartNode(ctx, cp, harness.NodeOptions{}); err != nil {
+		if _, err := harness.StartNode(ctx, cp, harness.NodeOptions{RuntimeBinDir: runtime}); err != nil {
 			if terr := cp.Stop(); terr != nil {
 				err = errors.Join(err, terr)
 			}
