@@ -193,14 +193,7 @@ func printTable(w io.Writer, results []result) {
 		case r.Error != "":
 			fmt.Fprintf(w, "%-13s %s\n", r.Name, r.Error)
 		case r.oursP50 == "":
-			var keys []string
-			for _, k := range []string{"agent-cpu-%", "rss-MiB", "agent-rss-MiB", "kubelet-cpu-%", "kubelet-rss-MiB", "agent/kubelet-cpu", "containerd-cpu-%", "pods",
-				"pools-cpu-%", "collector-cpu-%", "reporting-agent-cpu-%", "reporting-rss-MiB"} {
-				if v, ok := r.Metrics[k]; ok {
-					keys = append(keys, fmt.Sprintf("%s %.3g", k, v))
-				}
-			}
-			fmt.Fprintf(w, "%-13s %s (%s)\n", r.Name, strings.Join(keys, ", "), r.Floor)
+			fmt.Fprintf(w, "%-13s %s (%s)\n", r.Name, footprint(r), r.Floor)
 		default:
 			verdict := "-"
 			if r.Pass != nil {
@@ -210,6 +203,19 @@ func printTable(w io.Writer, results []result) {
 				r.RatioP50, r.RatioP99, verdict, r.Floor, r.Goal)
 		}
 	}
+}
+
+// footprint lists a footprint path's figures, those either benchmark
+// reports, in one order.
+func footprint(r result) string {
+	var figs []string
+	for _, k := range []string{"agent-cpu-%", "rss-MiB", "agent-rss-MiB", "kubelet-cpu-%", "kubelet-rss-MiB", "agent/kubelet-cpu", "containerd-cpu-%", "pods",
+		"pools-cpu-%", "collector-cpu-%", "reporting-agent-cpu-%", "reporting-rss-MiB"} {
+		if v, ok := r.Metrics[k]; ok {
+			figs = append(figs, fmt.Sprintf("%s %.3g", k, v))
+		}
+	}
+	return strings.Join(figs, ", ")
 }
 
 // markdown writes the results as the README's performance table: one row
@@ -223,13 +229,7 @@ func markdown(w io.Writer, results []result, at time.Time) {
 		case r.Error != "":
 			fmt.Fprintf(w, "| %s | %s | | | | | |\n", r.Name, r.Error)
 		case r.oursP50 == "":
-			var figs []string
-			for _, k := range []string{"agent-cpu-%", "rss-MiB", "kubelet-cpu-%", "kubelet-rss-MiB", "containerd-cpu-%", "reporting-agent-cpu-%", "reporting-rss-MiB"} {
-				if v, ok := r.Metrics[k]; ok {
-					figs = append(figs, fmt.Sprintf("%s %.3g", k, v))
-				}
-			}
-			fmt.Fprintf(w, "| %s | %s | | %s | | | |\n", r.Name, strings.Join(figs, ", "), r.Floor)
+			fmt.Fprintf(w, "| %s | %s | | %s | | | |\n", r.Name, footprint(r), r.Floor)
 		default:
 			verdict := "-"
 			if r.Pass != nil {
