@@ -129,6 +129,15 @@ func (c *controller) reconcileSafely(ctx context.Context, key string) error {
 	return err
 }
 
+// forgetLate drops the late-container mark of a pod deleted before the
+// reconcile its cgroup event queued (the mark is otherwise taken by the
+// reconcile that writes the container's cgroups).
+func (c *controller) forgetLate(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.late, key)
+}
+
 // takeSince returns and clears when key's pending change arrived.
 func (c *controller) takeSince(key string) (time.Time, bool) {
 	c.mu.Lock()
@@ -150,6 +159,7 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 	c.mu.Unlock()
 	if apierrors.IsNotFound(err) {
 		if prev == nil {
+			c.forgetLate(key)
 			return nil
 		}
 		// Force-deleted (the object went at once): the cores stay the
@@ -184,6 +194,7 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 		}
 		c.mu.Lock()
 		delete(c.known, key)
+		delete(c.late, key)
 		c.mu.Unlock()
 		return failure(res)
 	}
