@@ -35,16 +35,22 @@ func (q *dueQueue) Pop() any {
 // round) and queues it there. r.mu is held.
 func (r *Runner) scheduleLocked(rp *rsPod, at time.Time) {
 	rp.next = at
-	if rp.due >= 0 && rp.due < len(r.queue) && r.queue[rp.due] == rp {
+	if r.queued(rp) {
 		heap.Fix(&r.queue, rp.due)
 		return
 	}
 	heap.Push(&r.queue, rp)
 }
 
+// queued says whether rp is in the queue at rp.due (a pod built outside
+// Track, as tests do, has due 0 without being queued). r.mu is held.
+func (r *Runner) queued(rp *rsPod) bool {
+	return rp.due >= 0 && rp.due < len(r.queue) && r.queue[rp.due] == rp
+}
+
 // unscheduleLocked takes a forgotten pod out of the queue. r.mu is held.
 func (r *Runner) unscheduleLocked(rp *rsPod) {
-	if rp.due >= 0 && rp.due < len(r.queue) && r.queue[rp.due] == rp {
+	if r.queued(rp) {
 		heap.Remove(&r.queue, rp.due)
 	}
 	rp.due = -1
