@@ -96,6 +96,18 @@ func (c *controller) explain(key string) (local.ExplainView, error) {
 			v.Cgroups = append(v.Cgroups, cv)
 		}
 	}
+	for _, st := range pod.Status.ContainerStatuses {
+		cv := local.ContainerView{Name: st.Name, ID: st.ContainerID, State: "unknown"}
+		switch {
+		case st.State.Running != nil:
+			cv.State = "running"
+		case st.State.Waiting != nil:
+			cv.State = "waiting"
+		case st.State.Terminated != nil:
+			cv.State = "terminated"
+		}
+		v.Containers = append(v.Containers, cv)
+	}
 	v.Events = c.events.Recent(ns, name)
 	if c.rs != nil {
 		c.rs.Explain(string(pod.UID), &v)

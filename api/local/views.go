@@ -99,12 +99,26 @@ type ExplainView struct {
 	KubeletStatic bool              `json:"kubeletStatic"`
 	Decision      string            `json:"decision"`
 	Cgroups       []CgroupView      `json:"cgroups"`
-	Events        []EventRecord     `json:"events"`
+	// Containers are the pod's containers as the agent's informer last
+	// saw them: a container the API server says runs but the agent does
+	// not is an informer behind, not a sampling fault.
+	Containers []ContainerView `json:"containers,omitempty"`
+	Events     []EventRecord   `json:"events"`
 	// Rightsizing is the pod's right-sizing decision and recommendation
 	// (nil when right-sizing is off or the pod is not tracked).
 	Rightsizing *Recommendation `json:"rightsizing,omitempty"`
 	// Usage of each container's workload histograms, by container name.
 	Usage map[string]RecView `json:"usage,omitempty"`
+}
+
+// ContainerView is one container of an explained pod.
+type ContainerView struct {
+	Name  string `json:"name"`
+	ID    string `json:"id,omitempty"` // "<runtime>://<id>"; empty before the runtime made it
+	State string `json:"state"`        // running | waiting | terminated | unknown
+	// Sampled says whether right-sizing samples the container (false when
+	// right-sizing is off or the container does not run).
+	Sampled bool `json:"sampled"`
 }
 
 // CgroupView is one cgroup's current cpuset.cpus.

@@ -45,6 +45,13 @@ func printExplain(w io.Writer, v local.ExplainView) {
 		}
 		fmt.Fprintf(tw, "CGROUP\t%s\tcpuset.cpus=%s\n", c.Path, val)
 	}
+	for _, c := range v.Containers {
+		sampled := "not sampled"
+		if c.Sampled {
+			sampled = "sampled"
+		}
+		fmt.Fprintf(tw, "CONTAINER\t%s\t%s %s, %s\n", c.Name, c.State, dash(c.ID), sampled)
+	}
 	if rs := v.Rightsizing; rs != nil {
 		fmt.Fprintf(tw, "RIGHTSIZING\tpolicy %s, preset %s, mode %s: %s\n", dash(rs.Policy), dash(rs.Preset), dash(rs.Mode), rs.State)
 		if rs.Reason != "" {

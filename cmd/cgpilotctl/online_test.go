@@ -39,6 +39,7 @@ func serveAPI(t *testing.T) string {
 		}
 		json.NewEncoder(w).Encode(local.ExplainView{PodView: local.PodView{Namespace: "default", Name: "db", State: "Allocated", CPUs: "2-3"},
 			Decision: "exclusive cpus 2-3", Cgroups: []local.CgroupView{{Path: "/kubepods/podu", CPUs: "2-3"}},
+			Containers: []local.ContainerView{{Name: "app", ID: "containerd://abc", State: "running", Sampled: true}, {Name: "side", State: "waiting"}},
 			Rightsizing: &local.Recommendation{Policy: "web", Preset: "cgpilot-balanced", Mode: "InPlace", State: "Applied", Reason: "the kubelet applied the resize",
 				Containers: []local.ContainerRecommendation{{Name: "app", CPU: &local.ResourceRecommendation{Target: "250m", Lower: "200m", Upper: "400m", Request: "2", Note: "StepBounded", Explain: "cost p97"}}}}})
 	})
@@ -69,7 +70,8 @@ func TestOnlineCommands(t *testing.T) {
 		{[]string{"pods", "-socket", sock}, 0, []string{"NAMESPACE", "db", "Allocated", "2-3", "0-1,4-7"}},
 		{[]string{"pods", "-socket", sock, "-o", "json"}, 0, []string{`"name":"db"`}},
 		{[]string{"pools", "-socket", sock}, 0, []string{"SHARED POOL", "0-1,4-7", "cap 5 cpus", "db"}},
-		{[]string{"explain", "-socket", sock, "default/db"}, 0, []string{"DECISION", "exclusive cpus 2-3", "/kubepods/podu"}},
+		{[]string{"explain", "-socket", sock, "default/db"}, 0, []string{"DECISION", "exclusive cpus 2-3", "/kubepods/podu",
+			"running containerd://abc, sampled", "waiting -, not sampled"}},
 		{[]string{"explain", "-socket", sock, "default/x"}, 1, []string{"not found"}},
 		{[]string{"explain", "-socket", sock, "nodash"}, 2, []string{"NAMESPACE/NAME"}},
 		{[]string{"events", "-socket", sock}, 0, []string{"CPUsAllocated", "default/db"}},

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -120,7 +121,7 @@ type churnReport struct {
 	StateAfter         map[string]float64 `json:"stateAfter"`         // cgpilot_state_entries once drained
 	HistogramKeysAfter float64            `json:"histogramKeysAfter"` // after forgetAfter (waitForget) or at the end
 	Leaks              []string           `json:"leaks"`              // tables not back to the live set
-	RunningNotSampled  []string           `json:"runningNotSampled"`  // churn pods running for 30s or more at the churn's end that the agent did not sample
+	RunningNotSampled  []string           `json:"runningNotSampled"`  // churn pods running, and known to the API server, for 30s or more at the churn's end that the agent did not sample
 }
 
 func TestNodeChurnSoak(t *testing.T) {
@@ -159,6 +160,10 @@ type churnBed struct {
 	terminating map[types.UID]bool      // churn pods being deleted
 	gone        map[types.UID]time.Time // churn pods deleted from the API server, when
 	podKeys     map[types.UID][]string  // the workload keys a pod's histograms may be under
+	// seenRunning is when this test's watch first saw each container
+	// (by runtime ID) running: the agent cannot learn it sooner, and a
+	// loaded kubelet reports a start well after StartedAt.
+	seenRunning map[string]time.Time
 }
 
 // steady are the pods that live through the soak.
@@ -180,7 +185,8 @@ func churnSoak(tb testing.TB, o churnOptions) churnReport {
 	}
 	rep := churnReport{Seed: seed, Actions: map[string]int{}, StatePeak: map[string]float64{}}
 	b := &churnBed{deployBed: d, tb: tb, rng: rand.New(rand.NewPCG(seed, 19)),
-		created: map[types.UID]string{}, ran: map[types.UID]bool{}, terminating: map[types.UID]bool{}, gone: map[types.UID]time.Time{}, podKeys: map[types.UID][]string{}}
+		created: map[types.UID]string{}, ran: map[types.UID]bool{}, terminating: map[types.UID]bool{}, gone: map[types.UID]time.Time{}, podKeys: map[types.UID][]string{},
+		seenRunning: map[string]time.Time{}}
 	b.health = fmt.Sprintf("127.0.0.1:%d", d.bed.HealthPort)
 	tb.Logf("churn soak: seed %d, %d pods, at most %d at once", seed, o.pods, o.maxAlive)
 
@@ -413,7 +419,7 @@ func churnSoak(tb testing.TB, o churnOptions) churnReport {
 	case len(rep.Leaks) > 0:
 		tb.Errorf("state not back to the live set: %s", strings.Join(rep.Leaks, "; "))
 	case len(rep.RunningNotSampled) > 0:
-		tb.Errorf("pods running for 30s or more that the agent did not sample: %v", rep.RunningNotSampled)
+		tb.Errorf("pods running (and so in the API server) for 30s or more that the agent did not sample: %v", rep.RunningNotSampled)
 	case rep.PodsCreated < o.minPods:
 		tb.Errorf("only %d pods created within %v, want %d or more", rep.PodsCreated, o.budget, o.minPods)
 	case rep.PodsRan == 0 || rep.OOMKills == 0 || rep.ResizesAccepted == 0:
@@ -595,6 +601,9 @@ func (b *churnBed) watchPods() (stop func()) {
 			if c.State.Running != nil || c.State.Terminated != nil {
 				b.ran[p.UID] = true
 			}
+			if _, seen := b.seenRunning[c.ContainerID]; !seen && c.State.Running != nil && c.ContainerID != "" {
+				b.seenRunning[c.ContainerID] = time.Now()
+			}
 		}
 	}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -675,8 +684,10 @@ func (b *churnBed) trackedNames() []string {
 }
 
 // runningNotSampled lists the churn pods whose container has run for at
-// least d that the agent does not sample (its recs list only sampled
-// containers).
+// least d, counted from when the API server said so (this test's watch
+// saw it), that the agent does not sample (its recs list only sampled
+// containers). Each one found is explained: the agent's own view of the
+// pod's containers tells an informer behind from a sampling fault.
 func (b *churnBed) runningNotSampled(d time.Duration) []string {
 	pods, err := b.cs.CoreV1().Pods(churnNS).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
@@ -686,9 +697,18 @@ func (b *churnBed) runningNotSampled(d time.Duration) []string {
 	var out []string
 	for _, p := range pods.Items {
 		for _, c := range p.Status.ContainerStatuses {
-			if r := c.State.Running; r != nil && p.DeletionTimestamp == nil && time.Since(r.StartedAt.Time) >= d && !slices.Contains(sampled, p.Name) {
-				out = append(out, fmt.Sprintf("%s (running since %s)", p.Name, r.StartedAt.Format(time.TimeOnly)))
+			r := c.State.Running
+			if r == nil || p.DeletionTimestamp != nil || slices.Contains(sampled, p.Name) {
+				continue
 			}
+			b.mu.Lock()
+			seen, ok := b.seenRunning[c.ContainerID]
+			b.mu.Unlock()
+			if !ok || time.Since(r.StartedAt.Time) < d || time.Since(seen) < d {
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s (running since %s, in the API since %s)", p.Name, r.StartedAt.Format(time.TimeOnly), seen.Format(time.TimeOnly+".000")))
+			b.explain(p.Name)
 		}
 	}
 	if len(out) > 0 {
@@ -696,6 +716,21 @@ func (b *churnBed) runningNotSampled(d time.Duration) []string {
 		b.dumpGoroutines()
 	}
 	return out
+}
+
+// explain logs the agent's explanation of a churn pod: its containers as
+// the agent's informer has them and whether each is sampled.
+func (b *churnBed) explain(pod string) {
+	var v local.ExplainView
+	if err := local.NewClient(b.bed.Socket()).Get(context.Background(), local.PathExplain, url.Values{"pod": {churnNS + "/" + pod}}, &v); err != nil {
+		b.tb.Logf("the agent's explanation of %s: %v", pod, err)
+		return
+	}
+	rs := "not tracked by right-sizing"
+	if v.Rightsizing != nil {
+		rs = v.Rightsizing.State + ": " + v.Rightsizing.Reason
+	}
+	b.tb.Logf("the agent's explanation of %s: state %s, decision %q, containers %+v, right-sizing %s", pod, v.State, v.Decision, v.Containers, rs)
 }
 
 // queues sums up the agent's work queues: depth, mean wait, mean work

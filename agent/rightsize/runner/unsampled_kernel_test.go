@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/cgroup"
 	"github.com/cgpilot/cgpilot/test/cgtest"
 	"github.com/cgpilot/cgpilot/test/tier"
@@ -44,10 +45,21 @@ func TestTrackRetriesANewUnsampledContainer(t *testing.T) {
 	if got, want := strings.Join(h.requeuedAfter, ","), fmt.Sprintf("default/fresh after %v", unsampledRetry); got != want {
 		t.Fatalf("requeued %q, want %q", got, want)
 	}
+	explained := func() bool { // what cgpilotctl explain shows
+		v := local.ExplainView{Containers: []local.ContainerView{{Name: "app", ID: "containerd://" + id, State: "running"}}}
+		r.Explain("uid-fresh", &v)
+		return v.Containers[0].Sampled
+	}
+	if explained() {
+		t.Fatal("explain says sampled before the container's cgroup is there")
+	}
 	k.SB.MkdirPod("cgroupfs", "burstable", "uid-fresh", id)
 	r.Track(pod("fresh", time.Now().Add(-7*time.Second)), false, cgroup.QoSBurstable)
 	if !r.coll.Sampled("containerd://" + id) {
 		t.Fatal("the container is not sampled once its cgroup is there")
+	}
+	if !explained() {
+		t.Fatal("explain says not sampled once the container is sampled")
 	}
 	if len(h.requeuedAfter) != 1 {
 		t.Fatalf("requeued %v after the container was sampled", h.requeuedAfter)
