@@ -297,7 +297,7 @@ func (c *controller) run(ctx context.Context) error {
 	if c.rs != nil {
 		c.rs.Start(ctx)
 	}
-	c.refreshKubeletState(ctx)
+	c.refreshKubeletState(ctx, "start")
 	if err := c.restore(); err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ type metrics struct {
 	drift        prometheus.Counter
 	recovered    *prometheus.CounterVec // panics recovered, by loop (loops.go)
 	apiRefused   *prometheus.CounterVec // local API connections turned away, by reason
+	kubeletReads *prometheus.CounterVec // the kubelet's CPU manager view read, by why
 
 	rs *runner.Metrics // right-sizing's, registered whether it is on or not
 }
@@ -58,7 +59,12 @@ func newMetrics() *metrics {
 	m.apiRefused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_api_refused_connections_total",
 		Help: "Local API connections closed unserved, by reason: peer-not-allowed (neither uid 0 nor the socket group), no-credentials."}, []string{"reason"})
 	m.reg.MustRegister(m.rs.Collectors()...)
-	m.reg.MustRegister(m.apiRefused)
+	m.kubeletReads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_kubelet_view_reads_total",
+		Help: "Reads of the kubelet's CPU manager view (PodResources or its checkpoint), by why: start, sweep, pod (a reconcile of a Guaranteed pod the kubelet's static CPU manager may own)."}, []string{"why"})
+	for _, why := range []string{"start", "sweep", "pod"} {
+		m.kubeletReads.WithLabelValues(why)
+	}
+	m.reg.MustRegister(m.apiRefused, m.kubeletReads)
 	m.reg.MustRegister(m.poolCPUs, m.exclPods, m.allocations, m.refusals, m.applyLatency, m.lateLatency, m.writes, m.writeErrors, m.drift, m.recovered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -210,7 +210,7 @@ func (c *controller) reconcile(ctx context.Context, key string) error {
 		}
 	}
 	if c.kubeletMayOwn(pod) {
-		c.refreshKubeletState(ctx) // now, not at the next sweep
+		c.refreshKubeletState(ctx, "pod") // now, not at the next sweep
 	}
 	c.rememberPod(pod)
 	info := c.podInfo(pod)
@@ -461,7 +461,8 @@ func (c *controller) podInfo(p *corev1.Pod) pools.Pod {
 
 // refreshKubeletState re-reads the kubelet's CPU manager view; on a change
 // it updates the taken set and requeues every pod.
-func (c *controller) refreshKubeletState(ctx context.Context) {
+func (c *controller) refreshKubeletState(ctx context.Context, why string) {
+	c.metrics.kubeletReads.WithLabelValues(why).Inc()
 	var ks kubeletStatic
 	var err error
 	if c.podres != nil {
@@ -531,7 +532,7 @@ func sweepSlice(uid string, n int) int {
 func (c *controller) sweep(ctx context.Context, slice int) {
 	defer c.health.swept()
 	c.probeAPI(ctx)
-	c.refreshKubeletState(ctx)
+	c.refreshKubeletState(ctx, "sweep")
 	var pods []*corev1.Pod
 	if slice == allSlices {
 		pods = c.listPods()

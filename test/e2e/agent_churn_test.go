@@ -754,6 +754,11 @@ func (b *churnBed) queues() string {
 			waitN["cgpilot_workqueue_queue_duration_seconds_count"+l], mean(workSum, workN, "cgpilot_workqueue_work_duration_seconds"),
 			longest["cgpilot_workqueue_longest_running_processor_seconds"+l]))
 	}
+	// A read of the kubelet's view in a reconcile is a PodResources call
+	// holding a worker: the reconciles wait on a loaded kubelet.
+	reads := b.series("cgpilot_kubelet_view_reads_total")
+	out = append(out, fmt.Sprintf("the kubelet's view read %v times at a pod's reconcile, %v at sweeps",
+		reads[`cgpilot_kubelet_view_reads_total{why="pod"}`], reads[`cgpilot_kubelet_view_reads_total{why="sweep"}`]))
 	return strings.Join(out, "; ")
 }
 

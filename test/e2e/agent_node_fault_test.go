@@ -288,6 +288,9 @@ func TestNodeStaticCPUManagerNoWriteWar(t *testing.T) {
 		return kubepodsCPUs(kp, kubeRel) == owned.String() && kubepodsCPUs(kp, webRel) == all.Difference(owned).String(),
 			kubepodsCPUs(kp, kubeRel) + " " + kubepodsCPUs(kp, webRel)
 	})
+	if n := metric(t, na.cfg.HealthAddr, `cgpilot_kubelet_view_reads_total{why="pod"}`); n == 0 {
+		t.Errorf("the agent learned of the kubelet's pod without reading the kubelet's view at its reconcile (static policy, read as such from PodResources)")
+	}
 	rest := all.Difference(owned).String()
 	t.Logf("the kubelet holds %s for kube; web on %s; watching %v", owned, rest, watch)
 	driftBefore := metric(t, na.cfg.HealthAddr, "cgpilot_drift_corrections_total")

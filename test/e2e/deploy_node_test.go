@@ -367,6 +367,12 @@ func deployFlow(t *testing.T, inst installer) {
 		pinned = set
 		return true, ""
 	})
+	// This kubelet's CPU manager is "none", which its PodResources API
+	// tells: the exclusive pod (Guaranteed, a whole CPU) is never a pod
+	// the kubelet may own, so its reconciles do not ask the kubelet.
+	if n := metric(t, fmt.Sprintf("127.0.0.1:%d", d.bed.HealthPort), `cgpilot_kubelet_view_reads_total{why="pod"}`); n != 0 {
+		t.Errorf("the agent read the kubelet's view %v times for a pod's reconcile, want 0 (the kubelet's CPU manager is none)", n)
+	}
 	within(t, 3*time.Minute, "the web pod resized in place", func() (bool, string) {
 		w := get("web")
 		c := w.Spec.Containers[0].Resources
