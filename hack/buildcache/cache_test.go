@@ -452,3 +452,53 @@ func TestKey(t *testing.T) {
 		t.Fatalf("cache_key: exit %d, stdout %q; want %q", r.code, r.stdout, want)
 	}
 }
+
+// The real build.sh scripts find a cache at their key, print what their
+// callers read (hack/deps.sh, the Makefile) and, on a miss, --check exits
+// 1. Each is run without --check only once --check found the fake cache,
+// so nothing is ever built here.
+func TestScriptsFindTheirCache(t *testing.T) {
+	needTools(t)
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ dir, kind, out string }{
+		{"test/k8sbins", "k8s-bins", ""},
+		{"test/runtimebins", "runtime-bins", ""},
+		{"test/deschedbin", "descheduler", "descheduler"},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			here := filepath.Join(root, tc.dir)
+			// The script's own binaries and key, as it computes them.
+			r := lib(t, here, `eval "$(grep '^cache_bins=' build.sh)"; echo "$cache_bins"; cache_key go.mod go.sum build.sh`)
+			lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+			if r.code != 0 || len(lines) != 2 || lines[0] == "" {
+				t.Fatalf("reading %s/build.sh's binaries and key: exit %d, stdout %q, stderr %q", tc.dir, r.code, r.stdout, r.stderr)
+			}
+			cache := t.TempDir()
+			dir := filepath.Join(cache, "cgpilot", tc.kind, lines[1])
+			want := filepath.Join(dir, tc.out) + "\n"
+			script := filepath.Join(here, "build.sh")
+			env := []string{"XDG_CACHE_HOME=" + cache}
+
+			if r := startCmd(t, t.TempDir(), env, script, "--check").wait(); r.code != 1 || r.stdout != "" {
+				t.Fatalf("--check on an empty cache: exit %d, stdout %q, stderr %q; want 1", r.code, r.stdout, r.stderr)
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range strings.Fields(lines[0]) {
+				if err := os.WriteFile(filepath.Join(dir, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if r := startCmd(t, t.TempDir(), env, script, "--check").wait(); r.code != 0 || r.stdout != want {
+				t.Fatalf("--check on the fake cache: exit %d, stdout %q, stderr %q; want 0 and %q", r.code, r.stdout, r.stderr, want)
+			}
+			if r := startCmd(t, t.TempDir(), env, script).wait(); r.code != 0 || r.stdout != want || r.stderr != "" {
+				t.Fatalf("on the fake cache: exit %d, stdout %q, stderr %q; want 0, %q and nothing", r.code, r.stdout, r.stderr, want)
+			}
+		})
+	}
+}
