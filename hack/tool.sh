@@ -6,10 +6,13 @@
 #
 # Each tool is built from the Go module proxy at the version pinned below
 # (never "latest") into ${XDG_CACHE_HOME:-~/.cache}/cgpilot/tools/<name>-<version>/,
-# like the Kubernetes binaries of test/k8sbins: a warm call only checks that the
-# binary is there. A cold build prints its progress on stderr. Only the path goes
-# to stdout, so callers write "$(hack/tool.sh helm) template ...".
+# cached as hack/buildcache/cache.sh says, like the Kubernetes binaries of
+# test/k8sbins: a warm call only checks that the binary is there. A cold build
+# prints its progress on stderr. Only the path goes to stdout, so callers
+# write "$(hack/tool.sh helm) template ...".
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/buildcache/cache.sh"
+cache_who=tool
 
 usage() { echo "usage: $0 controller-gen|helm" >&2; exit 2; }
 [ $# = 1 ] || usage
@@ -27,42 +30,30 @@ case $name in
     ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=$version -X helm.sh/helm/v4/internal/version.metadata= -X helm.sh/helm/v4/internal/version.gitTreeState=clean" ;;
   *) usage ;;
 esac
-command -v go >/dev/null || { echo "tool: go not found: install Go (see README)" >&2; exit 2; }
+cache_need_go
 
-base=${XDG_CACHE_HOME:-$HOME/.cache}/cgpilot/tools
-dir=$base/$name-$version
-bin=$dir/$name
-if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
+cache_dir=$cache_root/tools/$name-$version
+cache_bins=$name
+cache_out=$cache_dir/$name
+# The tools share one directory: one builder per tool, and a build deletes
+# only its own tool's other versions.
+cache_lock=$cache_root/tools/.$name.lock
+cache_siblings=$name-
+cache_reuse
 
-# One builder per tool at a time: parallel make jobs or tests must not race.
-mkdir -p "$base"
-exec 9>"$base/.$name.lock"
-if ! flock -n 9; then
-  echo "tool: another build of $name is running; waiting for it" >&2
-  flock 9
-fi
-if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
-
-echo "tool: building $name $version from the Go module proxy into $dir (cold: a few minutes on 2 cores)" >&2
-start=$(date +%s)
-tmp=$dir.tmp
-rm -rf "$tmp"; mkdir -p "$tmp"
+cache_begin "$name $version" "a few minutes on 2 cores"
 # go install -v names each package as it is compiled: print every 20th as
 # progress, so a long build is visibly moving without flooding the log.
-log=$tmp/build.log
+log=$cache_tmp/build.log
 set +e
-GOBIN=$tmp CGO_ENABLED=0 GOFLAGS=-mod=mod go install -v -trimpath -ldflags="$ldflags" "$pkg@$version" 2>&1 |
+GOBIN=$cache_tmp CGO_ENABLED=0 GOFLAGS=-mod=mod go install -v -trimpath -ldflags="$ldflags" "$pkg@$version" 2>&1 |
   tee "$log" | awk -v n="$name" '{ c++ } c % 20 == 0 { printf "tool: %s: %d packages compiled (now %s)\n", n, c, $0 > "/dev/stderr"; fflush("/dev/stderr") }'
 rc=${PIPESTATUS[0]}
 set -e
-if [ "$rc" != 0 ] || [ ! -x "$tmp/$name" ]; then
+if [ "$rc" != 0 ] || [ ! -x "$cache_tmp/$name" ]; then
   echo "tool: building $name $version failed (exit $rc); last lines:" >&2
   tail -n 20 "$log" >&2
   exit 1
 fi
 rm -f "$log"
-rm -rf "$dir"; mv "$tmp" "$dir"
-# Other versions of the same tool are dead weight.
-for old in "$base/$name"-*; do [ "$old" = "$dir" ] || [ ! -d "$old" ] || rm -rf "$old"; done
-echo "tool: $name $version built in $(( $(date +%s) - start ))s" >&2
-echo "$bin"
+cache_commit
