@@ -91,7 +91,7 @@ func (h *fakeHost) QueueStatus(key string) {
 
 // unitRightsizer is right-sizing with no kernel and no API server: a
 // fake host, no cgroups, no OOM watcher.
-func unitRightsizer(t *testing.T) (*Runner, *fakeHost) {
+func unitRightsizer(t testing.TB) (*Runner, *fakeHost) {
 	t.Helper()
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{"uid": func(obj any) ([]string, error) {
 		return []string{string(obj.(*corev1.Pod).UID)}, nil
@@ -102,7 +102,7 @@ func unitRightsizer(t *testing.T) (*Runner, *fakeHost) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	r := newRunner(Options{Host: h, Log: testr.New(t), Metrics: NewMetrics(nil), Engine: e, Registerer: reg,
+	r := newRunner(Options{Host: h, Log: testr.NewWithInterface(t, testr.Options{}), Metrics: NewMetrics(nil), Engine: e, Registerer: reg,
 		Writes: prometheus.NewCounter(prometheus.CounterOpts{Name: "w"}), Drift: prometheus.NewCounter(prometheus.CounterOpts{Name: "d"})})
 	r.coll = collector.New(collector.Options{Interval: time.Second})
 	r.apply = newApplier(r, true)
@@ -111,7 +111,7 @@ func unitRightsizer(t *testing.T) (*Runner, *fakeHost) {
 }
 
 // addPod puts a pod in the informer cache and tracks it, as a reconcile does.
-func (r *Runner) addPod(t *testing.T, name string) *corev1.Pod {
+func (r *Runner) addPod(t testing.TB, name string) *corev1.Pod {
 	t.Helper()
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Requests: rlist("100m", "64Mi")}}}}}
