@@ -5,6 +5,7 @@ package runner
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,9 @@ import (
 // by hand, Events and status keys kept.
 type fakeHost struct {
 	idx cache.Indexer
+	// exclusiveAsked counts HoldsExclusive calls: the decision's input
+	// asks it, the OOM path must not.
+	exclusiveAsked atomic.Int32
 
 	mu            sync.Mutex
 	events        []Event
@@ -51,7 +55,10 @@ func (h *fakeHost) Pod(namespace, name string) (*corev1.Pod, error) {
 	return obj.(*corev1.Pod), nil
 }
 
-func (h *fakeHost) HoldsExclusive(*corev1.Pod) bool { return false }
+func (h *fakeHost) HoldsExclusive(*corev1.Pod) bool {
+	h.exclusiveAsked.Add(1)
+	return false
+}
 
 func (h *fakeHost) Emit(_ *PodRef, ev Event) {
 	h.mu.Lock()

@@ -105,9 +105,9 @@ type Runner struct {
 	// bumped, when set (by the kernel benchmark), is told the latency of
 	// each OOM bump from the kill to the written limit.
 	bumped func(oomwatch.Event, time.Duration)
-	// beforeLookup, when set (tests), runs in input just before the
-	// tracked pod is looked up: the window in which a pod a caller found
-	// is forgotten by its delete.
+	// beforeLookup, when set (tests), runs in input and oomInput just
+	// before the tracked pod is looked up: the window in which a pod a
+	// caller found is forgotten by its delete.
 	beforeLookup func(uid string)
 }
 
@@ -500,11 +500,11 @@ func (r *Runner) decide(p *corev1.Pod, now time.Time) {
 }
 
 // input builds the decision's view of a pod and the step after which it
-// is decided again; ok is false when the pod is not tracked. Its callers
+// is decided again; ok is false when the pod is not tracked. Its caller
 // found the pod tracked, but a pod can be forgotten whenever r.mu is not
 // held (its delete reconciled while decideAll works through the pods it
-// listed, or onOOM reads the API's view): the lookup here tolerates its
-// absence, and the pod is simply not decided.
+// listed): the lookup here tolerates its absence, and the pod is simply
+// not decided. The OOM path builds less (oomInput).
 func (r *Runner) input(p *corev1.Pod, now time.Time) (in rightsize.Pod, step time.Duration, ok bool) {
 	in = rightsize.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, QoS: string(podspec.QoS(p)), Annotations: p.Annotations}
 	in.Policies = r.matching(p)
