@@ -165,28 +165,29 @@ type ContainerDecision struct {
 	MemoryNote string
 }
 
-// policyOf is the one policy selecting the pod, or the state when there
-// is none or more than one (a Warning for two).
-func policyOf(p Pod) (*Policy, string, bool) {
+// policyOf is the one policy of those selecting a pod, or the state when
+// there is none or more than one (a Warning for two).
+func policyOf(policies []*Policy) (*Policy, string, bool) {
 	switch {
-	case len(p.Policies) > 1:
+	case len(policies) > 1:
 		return nil, StateConflict, true
-	case len(p.Policies) == 0:
+	case len(policies) == 0:
 		return nil, StateOff, false
 	}
-	return p.Policies[0], "", false
+	return policies[0], "", false
 }
 
-// Effective is the one policy selecting the pod (nil: none, or more than
-// one) and what the pod's annotations may change under it: the one rule
-// of the policy compiler (Policy.ForPod), for the step decisions and the
-// OOM path alike.
-func Effective(p Pod) (*Policy, apipolicy.Effective) {
-	pol, _, _ := policyOf(p)
+// Effective is the one policy of those selecting a pod (nil: none, or
+// more than one) and what the pod's annotations may change under it: the
+// one rule of the policy compiler (Policy.ForPod), for the step decisions
+// and the OOM path alike. It takes the two fields of Pod it reads, so
+// that the OOM path needs no Pod.
+func Effective(policies []*Policy, annotations map[string]string) (*Policy, apipolicy.Effective) {
+	pol, _, _ := policyOf(policies)
 	if pol == nil {
 		return nil, apipolicy.Effective{Mode: ModeOff}
 	}
-	return pol, pol.ForPod(p.Annotations)
+	return pol, pol.ForPod(annotations)
 }
 
 // overrides are the policy's overrides with the pod's target saturation
@@ -202,7 +203,7 @@ func overrides(pol *Policy, ts *float64) recommend.Overrides {
 // Decide decides for one pod at now, reading the engine at most once per
 // step per workload container.
 func Decide(e *Engine, p Pod, now time.Time) Decision {
-	pol, state, warn := policyOf(p)
+	pol, state, warn := policyOf(p.Policies)
 	d := Decision{Mode: ModeOff, State: state, Warning: warn}
 	switch state {
 	case StateConflict:

@@ -13,9 +13,54 @@ import (
 // bumps toward the policy's maxOOMBumpsPerDay.
 const OOMWindow = 24 * time.Hour
 
-// OOMBump is the memory container name of pod p gets after an OOM kill,
-// the kills-th within OOMWindow, under policy pol which has allowed bumps
-// bumps of it in that window already. The limit becomes
+// OOMInput is what an OOM bump needs, all the kill's path builds
+// (agent/rightsize/runner): the killed container and its refused limit,
+// and of its pod only what the one clamp bounds a raise by. A decision's
+// Pod holds far more (every container's usage, workload key, merged
+// recommendation, the pod's resize state), none of which a bump reads.
+type OOMInput struct {
+	// Container is the killed container's name, RefusedMemoryLimit its
+	// Container.RefusedMemoryLimit.
+	Container          string
+	RefusedMemoryLimit float64
+	// Specs are the requirements in force of every container of the pod,
+	// in its order (Container.Spec): the clamp bounds the pod's sums.
+	Specs []ContainerSpec
+	// QoS, LimitRange and Allocatable are the pod's, as in Pod.
+	QoS         string
+	LimitRange  apipolicy.LimitRange
+	Allocatable Resources
+}
+
+// ContainerSpec is one container's name and requirements in force.
+type ContainerSpec struct {
+	Name string
+	Spec Requirements
+}
+
+// Spec is the killed container's requirements in force; false when the
+// pod's spec has no such container.
+func (in OOMInput) Spec() (Requirements, bool) {
+	if at := in.at(); at >= 0 {
+		return in.Specs[at].Spec, true
+	}
+	return Requirements{}, false
+}
+
+// at is the killed container's index in Specs (-1: none).
+func (in OOMInput) at() int {
+	at := -1
+	for i, c := range in.Specs {
+		if c.Name == in.Container {
+			at = i
+		}
+	}
+	return at
+}
+
+// OOMBump is the memory the container in.Container gets after an OOM
+// kill, the kills-th within OOMWindow, under policy pol which has allowed
+// bumps bumps of it in that window already. The limit becomes
 // recommend.OOMLimit(limit, usage at the kill, factor, kills, maxAllowed)
 // (max(limit, usage) × (1+factor)^kills), rounded up to MiB, below any
 // limit pods/resize refused for the container, and then passes the one
@@ -24,23 +69,18 @@ const OOMWindow = 24 * time.Hour
 // policy's bounds too). why says, when there is no bump, why not: no
 // container limit (the kill came from the pod or the node), the
 // policy's maxOOMBumpsPerDay reached, or the limit at its ceiling.
-func OOMBump(p Pod, pol *Policy, name string, usageAtKill float64, kills, bumps int) (to Requirements, clamped []apipolicy.Binding, why string) {
-	at := -1
-	for i, c := range p.Containers {
-		if c.Name == name {
-			at = i
-		}
-	}
+func OOMBump(in OOMInput, pol *Policy, usageAtKill float64, kills, bumps int) (to Requirements, clamped []apipolicy.Binding, why string) {
+	at := in.at()
 	if at < 0 {
 		return Requirements{}, nil, "the container is not in the pod's spec"
 	}
-	c := p.Containers[at]
-	cur := c.Spec.Limits.Memory
+	spec := in.Specs[at].Spec
+	cur := spec.Limits.Memory
 	switch {
 	case cur <= 0:
-		return c.Spec, nil, "no container memory limit to raise"
+		return spec, nil, "no container memory limit to raise"
 	case !pol.MayBumpOOM(bumps):
-		return c.Spec, nil, fmt.Sprintf("%d bump(s) in %v already, policy %s's maxOOMBumpsPerDay is %d", bumps, OOMWindow, pol.Name, pol.MaxOOMBumpsPerDay)
+		return spec, nil, fmt.Sprintf("%d bump(s) in %v already, policy %s's maxOOMBumpsPerDay is %d", bumps, OOMWindow, pol.Name, pol.MaxOOMBumpsPerDay)
 	}
 	maxAllowed := 0.0
 	if m := pol.Overrides.Memory.MaxAllowed; m != nil {
@@ -53,15 +93,16 @@ func OOMBump(p Pod, pol *Policy, name string, usageAtKill float64, kills, bumps 
 		lim = apipolicy.MaxMemory
 	}
 	lim = roundMemory(lim)
-	if r := c.RefusedMemoryLimit; r > 0 && lim >= r {
+	if r := in.RefusedMemoryLimit; r > 0 && lim >= r {
 		lim = math.Floor((r-1)/oneMiB) * oneMiB // whole MiB below what was refused
 	}
-	// A bump only raises: the usage floors have nothing to hold up, and
-	// one raising an untouched request would move a KeepRatio limit.
-	p.Containers = append([]Container(nil), p.Containers...)
-	cds := make([]ContainerDecision, len(p.Containers))
-	for i, x := range p.Containers {
-		p.Containers[i].Usage, p.Containers[i].WorkingSet = 0, 0
+	// The clamp's view of the pod is the specs without usage: a bump only
+	// raises, so the usage floors have nothing to hold up, and one raising
+	// an untouched request would move a KeepRatio limit.
+	p := Pod{QoS: in.QoS, LimitRange: in.LimitRange, Allocatable: in.Allocatable, Containers: make([]Container, len(in.Specs))}
+	cds := make([]ContainerDecision, len(in.Specs))
+	for i, x := range in.Specs {
+		p.Containers[i] = Container{Name: x.Name, Spec: x.Spec}
 		cds[i] = ContainerDecision{Name: x.Name, From: x.Spec, To: x.Spec}
 	}
 	want := &cds[at].To
@@ -75,13 +116,13 @@ func OOMBump(p Pod, pol *Policy, name string, usageAtKill float64, kills, bumps 
 		why = "the limit is at its ceiling"
 		if len(clamped) > 0 {
 			why += ": " + apipolicy.Bindings(clamped)
-		} else if c.RefusedMemoryLimit > 0 {
-			q := apipolicy.MemoryQuantity(c.RefusedMemoryLimit)
+		} else if in.RefusedMemoryLimit > 0 {
+			q := apipolicy.MemoryQuantity(in.RefusedMemoryLimit)
 			why += ": pods/resize refused " + q.String()
 		} else if maxAllowed > 0 && cur >= maxAllowed {
 			why += ": the policy's maxAllowed"
 		}
-		return c.Spec, clamped, why
+		return spec, clamped, why
 	}
 	return to, clamped, ""
 }

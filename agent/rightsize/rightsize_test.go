@@ -305,7 +305,7 @@ func TestOOMBump(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := Pod{QoS: tc.qos, Containers: []Container{tc.c}, Allocatable: Resources{Memory: tc.alloc}}
-			to, _, why := OOMBump(p, tc.pol, "app", 512*mib, tc.kills, tc.bumps)
+			to, _, why := OOMBump(oomInputOf(p, "app"), tc.pol, 512*mib, tc.kills, tc.bumps)
 			if (why == "") != tc.ok || to.Limits.Memory != tc.lim || to.Requests.Memory != tc.req || !strings.Contains(why, tc.whyPart) {
 				t.Fatalf("got %q limit %v MiB request %v MiB, want ok=%v %v %v (%q)", why, to.Limits.Memory/mib, to.Requests.Memory/mib, tc.ok, tc.lim/mib, tc.req/mib, tc.whyPart)
 			}
@@ -342,7 +342,7 @@ func TestOOMKillLoop(t *testing.T) {
 			bumps := 0
 			for kill := 1; kill <= 24; kill++ {
 				p := Pod{QoS: "Burstable", Containers: []Container{c}, Allocatable: Resources{Memory: tc.alloc}}
-				to, _, why := OOMBump(p, pol, "app", c.Spec.Limits.Memory, kill, bumps)
+				to, _, why := OOMBump(oomInputOf(p, "app"), pol, c.Spec.Limits.Memory, kill, bumps)
 				lim := to.Limits.Memory
 				if math.IsNaN(lim) || math.IsInf(lim, 0) || lim <= 0 || lim > ceiling || lim != math.Trunc(lim) || int64(lim) <= 0 {
 					t.Fatalf("kill %d: limit %v (ceiling %v)", kill, lim, ceiling)

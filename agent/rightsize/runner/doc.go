@@ -27,8 +27,10 @@
 // # From an OOM kill to the raised limit
 //
 //	oom.go          oomLoop → onOOM: the watched cgroup's container,
-//	                rightsize.OOMBump, one leveled write of pod and
-//	                container (bumpCgroups), then the kill recorded
+//	                oomInput (only what a bump reads, not input's
+//	                decision view), rightsize.OOMBump, one leveled
+//	                write of pod and container (bumpCgroups), then the
+//	                kill recorded
 //	                (histograms, report, Event) and the durable half through
 //	                the applier; a refused raise goes back (bumpRefused)
 //

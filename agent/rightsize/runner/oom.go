@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -66,17 +67,12 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 	}
 	r.m.oomKills.WithLabelValues("container").Inc()
 	who := &PodRef{UID: ref.uid, Namespace: p.Namespace, Name: p.Name}
-	in, _, ok := r.input(p, ev.Time)
+	in, used, ok := r.oomInput(p, ref.container, ev.Time)
 	if !ok {
 		return // forgotten since the lookup above
 	}
-	var c rightsize.Container
-	for _, x := range in.Containers {
-		if x.Name == ref.container {
-			c = x
-		}
-	}
-	usage := max(c.Spec.Limits.Memory, c.Usage)
+	spec, _ := in.Spec()
+	usage := max(spec.Limits.Memory, used)
 	// The kill is recorded (histograms, report, Event) on every path, but
 	// after the cgroup write where there is one: none of it decides the
 	// raise, and the raise is the part measured in milliseconds.
@@ -87,18 +83,18 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 		}
 		recorded = true
 		key := report.Key{Workload: workload, Container: ref.container}.String()
-		r.engine.RecordOOM(key, recommend.OOMEvent{Time: ev.Time, UsageBytes: usage, LimitBytes: c.Spec.Limits.Memory, RequestBytes: c.Spec.Requests.Memory})
-		r.rep.OOMKilled(key, p.Name, ev.Time, usage, c.Spec.Limits.Memory, c.Spec.Requests.Memory)
+		r.engine.RecordOOM(key, recommend.OOMEvent{Time: ev.Time, UsageBytes: usage, LimitBytes: spec.Limits.Memory, RequestBytes: spec.Requests.Memory})
+		r.rep.OOMKilled(key, p.Name, ev.Time, usage, spec.Limits.Memory, spec.Requests.Memory)
 		victim := fmt.Sprintf("pid %d %q", ev.PID, ev.Comm)
 		if ev.PID == 0 {
 			victim = "seen by the cgroup's OOM counter: process unknown"
 		}
-		msg := fmt.Sprintf("container %s OOM-killed (%s) at memory limit %s", ref.container, victim, local.FormatMemory(c.Spec.Limits.Memory))
+		msg := fmt.Sprintf("container %s OOM-killed (%s) at memory limit %s", ref.container, victim, local.FormatMemory(spec.Limits.Memory))
 		r.host.Emit(who, Event{Warning: true, Reason: "OOMKilled", Message: msg})
 	}
 	defer record() // a panic below still records the kill
 
-	pol, eff := rightsize.Effective(in)
+	pol, eff := rightsize.Effective(r.matching(p), p.Annotations)
 	if pol == nil || !eff.Mode.Applies() {
 		r.m.oomBumps.WithLabelValues("not-applied").Inc()
 		return
@@ -106,7 +102,7 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 	instance := ref.uid + "/" + ref.container
 	kills := r.engine.Kills(instance, ev.Time, rightsize.OOMWindow)
 	bumps := r.engine.Bumps(instance, ev.Time, rightsize.OOMWindow)
-	to, clamped, why := rightsize.OOMBump(in, pol, ref.container, usage, kills, bumps)
+	to, clamped, why := rightsize.OOMBump(in, pol, usage, kills, bumps)
 	if why != "" {
 		r.m.oomBumps.WithLabelValues("at-limit").Inc()
 		record()
@@ -114,7 +110,7 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 			Message: fmt.Sprintf("container %s: memory limit not raised: %s", ref.container, why)})
 		return
 	}
-	err := r.bumpCgroups(ref.uid, ctr, c.Spec.Limits.Memory, to.Limits.Memory)
+	err := r.bumpCgroups(ref.uid, ctr, spec.Limits.Memory, to.Limits.Memory)
 	written := oomwatch.Monotonic()
 	record()
 	if len(clamped) > 0 {
@@ -146,7 +142,7 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 	rp.oomFloorUntil = ev.Time.Add(rightsize.OOMWindow)
 	r.mu.Unlock()
 	summary := fmt.Sprintf("%s: memory limit %s→%s after %d OOM kill(s) in %v (bump %d of at most %d)", ref.container,
-		local.FormatMemory(c.Spec.Limits.Memory), local.FormatMemory(to.Limits.Memory), kills, rightsize.OOMWindow, bumps+1, pol.MaxOOMBumpsPerDay)
+		local.FormatMemory(spec.Limits.Memory), local.FormatMemory(to.Limits.Memory), kills, rightsize.OOMWindow, bumps+1, pol.MaxOOMBumpsPerDay)
 	if len(clamped) > 0 {
 		summary += "; clamped: " + policy.Bindings(clamped)
 	}
@@ -157,6 +153,35 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 	if err := r.engine.RecordBump(instance, ev.Time, rightsize.OOMWindow); err != nil {
 		r.log.Error(err, "the OOM bump log")
 	}
+}
+
+// oomInput is what the OOM bump of p's container needs, and the memory
+// the container used when killed (0 when it is not in p's spec); ok is
+// false when the pod is not tracked (any more: see input). It reads only
+// what a bump does, not the decision's view (input): no policy step,
+// exclusive cores, merged recommendations or resize state, and no other
+// container's usage.
+func (r *Runner) oomInput(p *corev1.Pod, container string, now time.Time) (in rightsize.OOMInput, used float64, ok bool) {
+	in = rightsize.OOMInput{Container: container, QoS: string(podspec.QoS(p)), Specs: make([]rightsize.ContainerSpec, len(p.Spec.Containers))}
+	in.LimitRange, in.Allocatable = r.bounds.of(p.Namespace)
+	written := r.apply.values(string(p.UID))
+	for i, spec := range p.Spec.Containers {
+		in.Specs[i] = rightsize.ContainerSpec{Name: spec.Name, Spec: specInForce(spec, written)}
+	}
+	if r.beforeLookup != nil {
+		r.beforeLookup(string(p.UID))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rp := r.pods[string(p.UID)]
+	if rp == nil {
+		return rightsize.OOMInput{}, 0, false
+	}
+	if _, inSpec := in.Spec(); inSpec {
+		used, _ = r.memoryUseLocked(rp, container, now)
+		in.RefusedMemoryLimit = rp.refused[container]
+	}
+	return in, used, true
 }
 
 // bumpCgroups raises a container's memory limit, and its pod's by as much

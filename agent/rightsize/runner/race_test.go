@@ -5,6 +5,7 @@ package runner
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,9 @@ import (
 // by hand, Events and status keys kept.
 type fakeHost struct {
 	idx cache.Indexer
+	// exclusiveAsked counts HoldsExclusive calls: the decision's input
+	// asks it, the OOM path must not.
+	exclusiveAsked atomic.Int32
 
 	mu            sync.Mutex
 	events        []Event
@@ -51,7 +55,10 @@ func (h *fakeHost) Pod(namespace, name string) (*corev1.Pod, error) {
 	return obj.(*corev1.Pod), nil
 }
 
-func (h *fakeHost) HoldsExclusive(*corev1.Pod) bool { return false }
+func (h *fakeHost) HoldsExclusive(*corev1.Pod) bool {
+	h.exclusiveAsked.Add(1)
+	return false
+}
 
 func (h *fakeHost) Emit(_ *PodRef, ev Event) {
 	h.mu.Lock()
@@ -91,7 +98,7 @@ func (h *fakeHost) QueueStatus(key string) {
 
 // unitRightsizer is right-sizing with no kernel and no API server: a
 // fake host, no cgroups, no OOM watcher.
-func unitRightsizer(t *testing.T) (*Runner, *fakeHost) {
+func unitRightsizer(t testing.TB) (*Runner, *fakeHost) {
 	t.Helper()
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{"uid": func(obj any) ([]string, error) {
 		return []string{string(obj.(*corev1.Pod).UID)}, nil
@@ -102,7 +109,7 @@ func unitRightsizer(t *testing.T) (*Runner, *fakeHost) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	r := newRunner(Options{Host: h, Log: testr.New(t), Metrics: NewMetrics(nil), Engine: e, Registerer: reg,
+	r := newRunner(Options{Host: h, Log: testr.NewWithInterface(t, testr.Options{}), Metrics: NewMetrics(nil), Engine: e, Registerer: reg,
 		Writes: prometheus.NewCounter(prometheus.CounterOpts{Name: "w"}), Drift: prometheus.NewCounter(prometheus.CounterOpts{Name: "d"})})
 	r.coll = collector.New(collector.Options{Interval: time.Second})
 	r.apply = newApplier(r, true)
@@ -111,7 +118,7 @@ func unitRightsizer(t *testing.T) (*Runner, *fakeHost) {
 }
 
 // addPod puts a pod in the informer cache and tracks it, as a reconcile does.
-func (r *Runner) addPod(t *testing.T, name string) *corev1.Pod {
+func (r *Runner) addPod(t testing.TB, name string) *corev1.Pod {
 	t.Helper()
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Requests: rlist("100m", "64Mi")}}}}}

@@ -105,9 +105,9 @@ type Runner struct {
 	// bumped, when set (by the kernel benchmark), is told the latency of
 	// each OOM bump from the kill to the written limit.
 	bumped func(oomwatch.Event, time.Duration)
-	// beforeLookup, when set (tests), runs in input just before the
-	// tracked pod is looked up: the window in which a pod a caller found
-	// is forgotten by its delete.
+	// beforeLookup, when set (tests), runs in input and oomInput just
+	// before the tracked pod is looked up: the window in which a pod a
+	// caller found is forgotten by its delete.
 	beforeLookup func(uid string)
 }
 
@@ -500,16 +500,14 @@ func (r *Runner) decide(p *corev1.Pod, now time.Time) {
 }
 
 // input builds the decision's view of a pod and the step after which it
-// is decided again; ok is false when the pod is not tracked. Its callers
+// is decided again; ok is false when the pod is not tracked. Its caller
 // found the pod tracked, but a pod can be forgotten whenever r.mu is not
 // held (its delete reconciled while decideAll works through the pods it
-// listed, or onOOM reads the API's view): the lookup here tolerates its
-// absence, and the pod is simply not decided.
+// listed): the lookup here tolerates its absence, and the pod is simply
+// not decided. The OOM path builds less (oomInput).
 func (r *Runner) input(p *corev1.Pod, now time.Time) (in rightsize.Pod, step time.Duration, ok bool) {
 	in = rightsize.Pod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, QoS: string(podspec.QoS(p)), Annotations: p.Annotations}
-	if pi := r.policies(); pi != nil {
-		in.Policies = pi.match(p)
-	}
+	in.Policies = r.matching(p)
 	in.LimitRange, in.Allocatable = r.bounds.of(p.Namespace)
 	in.Resize, in.ResizeMessage = resizeState(p)
 	exclusive := r.host.HoldsExclusive(p)
@@ -539,26 +537,49 @@ func (r *Runner) containersInput(p *corev1.Pod, exclusive bool, written map[stri
 	}
 	var out []rightsize.Container
 	for _, spec := range p.Spec.Containers {
-		req, lim := podspec.Requirements(spec.Resources)
-		c := rightsize.Container{Name: spec.Name, Key: containerKey(rp, spec.Name),
-			Spec: rightsize.Requirements{Requests: req, Limits: lim}, ExclusiveCPUs: exclusive}
-		if v, ok := written[spec.Name]; ok {
-			c.Spec = v
-		}
-		if ctr, ok := rp.containers[spec.Name]; ok {
-			s := r.last[ctr.id]
-			c.Usage, c.WorkingSet = s.usage, s.workingSet
-		}
+		c := rightsize.Container{Name: spec.Name, Key: containerKey(rp, spec.Name), Spec: specInForce(spec, written), ExclusiveCPUs: exclusive}
+		c.Usage, c.WorkingSet = r.memoryUseLocked(rp, spec.Name, now)
 		c.Merged = r.rep.MergedFor(c.Key, now)
 		c.RefusedMemoryLimit = rp.refused[spec.Name]
-		if f := rp.oomFloor[spec.Name]; f > 0 && now.Before(rp.oomFloorUntil) {
-			// A recent OOM bump: memory stays at least where it was raised.
-			c.WorkingSet = math.Max(c.WorkingSet, f/(1+rightsize.MemoryMargin))
-			c.Usage = math.Max(c.Usage, f/(1+rightsize.MemoryMargin))
-		}
 		out = append(out, c)
 	}
 	return out, rp.lastResize, true
+}
+
+// matching are the policies selecting p: none until the RightsizePolicy
+// CRD is served.
+func (r *Runner) matching(p *corev1.Pod) []*rightsize.Policy {
+	if pi := r.policies(); pi != nil {
+		return pi.match(p)
+	}
+	return nil
+}
+
+// specInForce is the requirements of a container spec as they are in
+// force: the spec's, or those the applier wrote to the cgroups where the
+// cluster lacks pods/resize (written: applier.values).
+func specInForce(spec corev1.Container, written map[string]rightsize.Requirements) rightsize.Requirements {
+	if v, ok := written[spec.Name]; ok {
+		return v
+	}
+	req, lim := podspec.Requirements(spec.Resources)
+	return rightsize.Requirements{Requests: req, Limits: lim}
+}
+
+// memoryUseLocked is the memory the tracked pod's container uses, in
+// bytes: its last sample (0 before one), held up at now while an OOM
+// bump is recent. r.mu held.
+func (r *Runner) memoryUseLocked(rp *rsPod, container string, now time.Time) (usage, workingSet float64) {
+	if ctr, ok := rp.containers[container]; ok {
+		s := r.last[ctr.id]
+		usage, workingSet = s.usage, s.workingSet
+	}
+	if f := rp.oomFloor[container]; f > 0 && now.Before(rp.oomFloorUntil) {
+		// A recent OOM bump: memory stays at least where it was raised.
+		workingSet = math.Max(workingSet, f/(1+rightsize.MemoryMargin))
+		usage = math.Max(usage, f/(1+rightsize.MemoryMargin))
+	}
+	return usage, workingSet
 }
 
 func changedTargets(a, b rightsize.Decision) bool {
@@ -1011,11 +1032,7 @@ func (r *Runner) viewsOfLocked(rp *rsPod) []local.RecView {
 	if p := r.host.PodByUID(rp.ref.UID); p != nil {
 		written := r.apply.values(rp.ref.UID)
 		for _, c := range p.Spec.Containers {
-			req, lim := podspec.Requirements(c.Resources)
-			specs[c.Name] = rightsize.Requirements{Requests: req, Limits: lim}
-			if v, ok := written[c.Name]; ok {
-				specs[c.Name] = v
-			}
+			specs[c.Name] = specInForce(c, written)
 		}
 	}
 	names := make([]string, 0, len(rp.containers))
