@@ -97,14 +97,14 @@ func (c *controller) explain(key string) (local.ExplainView, error) {
 		}
 	}
 	for _, st := range pod.Status.ContainerStatuses {
-		cv := local.ContainerView{Name: st.Name, ID: st.ContainerID, State: "unknown"}
+		cv := local.ContainerView{Name: st.Name, ID: st.ContainerID, State: local.ContainerUnknown}
 		switch {
 		case st.State.Running != nil:
-			cv.State = "running"
+			cv.State = local.ContainerRunning
 		case st.State.Waiting != nil:
-			cv.State = "waiting"
+			cv.State = local.ContainerWaiting
 		case st.State.Terminated != nil:
-			cv.State = "terminated"
+			cv.State = local.ContainerTerminated
 		}
 		v.Containers = append(v.Containers, cv)
 	}

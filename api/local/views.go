@@ -115,11 +115,19 @@ type ExplainView struct {
 type ContainerView struct {
 	Name  string `json:"name"`
 	ID    string `json:"id,omitempty"` // "<runtime>://<id>"; empty before the runtime made it
-	State string `json:"state"`        // running | waiting | terminated | unknown
+	State string `json:"state"`        // ContainerRunning, ContainerWaiting, ContainerTerminated or ContainerUnknown
 	// Sampled says whether right-sizing samples the container (false when
 	// right-sizing is off or the container does not run).
 	Sampled bool `json:"sampled"`
 }
+
+// ContainerView.State values.
+const (
+	ContainerRunning    = "running"
+	ContainerWaiting    = "waiting"
+	ContainerTerminated = "terminated"
+	ContainerUnknown    = "unknown"
+)
 
 // CgroupView is one cgroup's current cpuset.cpus.
 type CgroupView struct {

@@ -1072,7 +1072,7 @@ func (r *Runner) viewsOfLocked(rp *rsPod) []local.RecView {
 // Explain adds a pod's right-sizing to its explain view.
 func (r *Runner) Explain(uid string, v *local.ExplainView) {
 	for i, c := range v.Containers {
-		v.Containers[i].Sampled = c.ID != "" && c.State == "running" && r.coll.Sampled(c.ID)
+		v.Containers[i].Sampled = c.ID != "" && c.State == local.ContainerRunning && r.coll.Sampled(c.ID)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
