@@ -85,7 +85,9 @@ func (l *eventLog) Recent(namespace, pod string) []local.EventRecord {
 // gatedSink is the recorder's way to the API server. client-go's
 // broadcaster does not wait for a write in flight when it shuts down, so
 // the agent does: close refuses new writes, cancels the one in flight
-// and waits for it, and no goroutine of the agent outlives Run.
+// and waits for it, and no write outlives Run. client-go's writer
+// goroutine itself cannot be waited for: after Run it may still drop the
+// Events queued before the end, each refused here at once.
 type gatedSink struct {
 	sink   record.EventSink
 	cancel context.CancelFunc
