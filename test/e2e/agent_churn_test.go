@@ -121,14 +121,15 @@ type churnReport struct {
 	StateAfter         map[string]float64 `json:"stateAfter"`         // cgpilot_state_entries once drained
 	HistogramKeysAfter float64            `json:"histogramKeysAfter"` // after forgetAfter (waitForget) or at the end
 	Leaks              []string           `json:"leaks"`              // tables not back to the live set
-	RunningNotSampled  []string           `json:"runningNotSampled"`  // churn pods running, and known to the API server, for 30s or more at the churn's end that the agent did not sample
+	RunningNotSampled  []string           `json:"runningNotSampled"`  // churn pods running for 30s or more at the churn's end, in the API server and then in the agent's view, that the agent did not sample
+	InformerLagSeconds float64            `json:"informerLagSeconds"` // most, of those the agent had not sampled at the churn's end: the API server had the container running -> the agent's view had it
 }
 
 func TestNodeChurnSoak(t *testing.T) {
 	r := churnSoak(t, churnOptions{pods: envInt(t, "CGPILOT_CHURN_PODS", 200), minPods: 20, maxAlive: 40, budget: 90 * time.Second})
-	t.Logf("churn soak: %d pods created (%d ran) in %.0fs (%.2f/s), up to %d at once; %v OOM kills, %v bumps, %v resizes; agent %.1f%% of a core, RSS %.0f MiB (peak %.0f), %d restarts, %v panics, %d races; %.0fs in all",
+	t.Logf("churn soak: %d pods created (%d ran) in %.0fs (%.2f/s), up to %d at once; %v OOM kills, %v bumps, %v resizes; agent %.1f%% of a core, RSS %.0f MiB (peak %.0f), %d restarts, %v panics, %d races; the agent's pod watch behind by %.1fs at most; %.0fs in all",
 		r.PodsCreated, r.PodsRan, r.ChurnSeconds, r.PodsPerSecond, r.MaxAlive, r.OOMKills, r.OOMBumps, r.ResizesAccepted,
-		r.AgentCPUPercent, r.AgentRSSMiB, r.AgentPeakRSSMiB, r.AgentRestarts, r.RecoveredPanics, r.DataRaces, r.TotalSeconds)
+		r.AgentCPUPercent, r.AgentRSSMiB, r.AgentPeakRSSMiB, r.AgentRestarts, r.RecoveredPanics, r.DataRaces, r.InformerLagSeconds, r.TotalSeconds)
 }
 
 func BenchmarkNodeChurnSoak(b *testing.B) {
@@ -334,7 +335,7 @@ func churnSoak(tb testing.TB, o churnOptions) churnReport {
 
 	tb.Logf("churn ended after %.0fs: %d pods created; the agent's tables: %v", rep.ChurnSeconds, b.count(), b.state())
 	tb.Logf("the agent's work queues: %s", b.queues())
-	rep.RunningNotSampled = b.runningNotSampled(30 * time.Second)
+	rep.RunningNotSampled = b.runningNotSampled(30*time.Second, &rep)
 
 	// Drain: every churn workload and pod deleted; then the agent's state
 	// must return to the steady pods.
@@ -419,7 +420,7 @@ func churnSoak(tb testing.TB, o churnOptions) churnReport {
 	case len(rep.Leaks) > 0:
 		tb.Errorf("state not back to the live set: %s", strings.Join(rep.Leaks, "; "))
 	case len(rep.RunningNotSampled) > 0:
-		tb.Errorf("pods running (and so in the API server) for 30s or more that the agent did not sample: %v", rep.RunningNotSampled)
+		tb.Errorf("pods running for 30s or more (in the agent's view, or in the API server with the agent's view more than %v behind) that the agent did not sample: %v", informerCatchUp, rep.RunningNotSampled)
 	case rep.PodsCreated < o.minPods:
 		tb.Errorf("only %d pods created within %v, want %d or more", rep.PodsCreated, o.budget, o.minPods)
 	case rep.PodsRan == 0 || rep.OOMKills == 0 || rep.ResizesAccepted == 0:
@@ -686,15 +687,23 @@ func (b *churnBed) trackedNames() []string {
 // runningNotSampled lists the churn pods whose container has run for at
 // least d, counted from when the API server said so (this test's watch
 // saw it), that the agent does not sample (its recs list only sampled
-// containers). Each one found is explained: the agent's own view of the
-// pod's containers tells an informer behind from a sampling fault.
-func (b *churnBed) runningNotSampled(d time.Duration) []string {
+// containers). The agent cannot sample a container before its own pod
+// watch has it running, so each one found is asked of the agent:
+//   - its view has the container running: a sampling fault, listed;
+//   - its view does not (the pod unknown, or its container not yet
+//     running): the agent's watch is behind the API server's. The soak
+//     then waits, at most informerCatchUp, for the agent's view to have it
+//     running, and gives right-sizing d from that moment; a container the
+//     agent never sees running, or does not sample within d of seeing it,
+//     is listed. The lag is logged and kept in the report.
+func (b *churnBed) runningNotSampled(d time.Duration, rep *churnReport) []string {
 	pods, err := b.cs.CoreV1().Pods(churnNS).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		return []string{err.Error()}
 	}
 	sampled := b.trackedNames()
 	var out []string
+	behind := map[string]time.Time{} // "pod/container" -> when the API server had it running
 	for _, p := range pods.Items {
 		for _, c := range p.Status.ContainerStatuses {
 			r := c.State.Running
@@ -707,30 +716,117 @@ func (b *churnBed) runningNotSampled(d time.Duration) []string {
 			if !ok || time.Since(r.StartedAt.Time) < d || time.Since(seen) < d {
 				continue
 			}
-			out = append(out, fmt.Sprintf("%s (running since %s, in the API since %s)", p.Name, r.StartedAt.Format(time.TimeOnly), seen.Format(time.TimeOnly+".000")))
-			b.explain(p.Name)
+			v := b.agentContainer(p.Name, c.Name)
+			if v.Sampled {
+				continue // sampled since the recs were read
+			}
+			if v.State != local.ContainerRunning {
+				b.tb.Logf("%s: running in the API server since %s, not in the agent's view (%s): its pod watch is behind", p.Name, seen.Format(time.TimeOnly+".000"), v.State)
+				behind[p.Name+"/"+c.Name] = seen
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s (running since %s, in the API since %s, in the agent's view: %+v)", p.Name, r.StartedAt.Format(time.TimeOnly), seen.Format(time.TimeOnly+".000"), v))
 		}
 	}
 	if len(out) > 0 {
 		b.tb.Logf("running for %v or more but not sampled by the agent: %v (sampled: %v)", d, out, sampled)
+	}
+	if len(behind) > 0 {
+		b.apiserverWatchLog()
+		out = append(out, b.catchUp(behind, d, rep)...)
+	}
+	if len(out) > 0 {
 		b.dumpGoroutines()
 	}
 	return out
 }
 
-// explain logs the agent's explanation of a churn pod: its containers as
-// the agent's informer has them and whether each is sampled.
-func (b *churnBed) explain(pod string) {
-	var v local.ExplainView
-	if err := local.NewClient(b.bed.Socket()).Get(context.Background(), local.PathExplain, url.Values{"pod": {churnNS + "/" + pod}}, &v); err != nil {
-		b.tb.Logf("the agent's explanation of %s: %v", pod, err)
+// informerCatchUp bounds how far behind the API server the agent's pod
+// watch may be before the soak fails on it.
+const informerCatchUp = 90 * time.Second
+
+// catchUp follows the containers the agent's pod watch had not yet seen
+// running (key "pod/container", value when the API server had it): each
+// must appear running in the agent's view within informerCatchUp and be
+// sampled within d of that. It returns those that were not, and keeps the
+// largest lag in rep.
+func (b *churnBed) catchUp(behind map[string]time.Time, d time.Duration, rep *churnReport) []string {
+	seenByAgent := map[string]time.Time{}
+	var out []string
+	deadline := time.Now().Add(informerCatchUp)
+	for len(behind) > 0 {
+		for key, apiAt := range behind {
+			pod, ctr, _ := strings.Cut(key, "/")
+			v := b.agentContainer(pod, ctr)
+			at, saw := seenByAgent[key]
+			if !saw && v.State == local.ContainerRunning {
+				at, saw = time.Now(), true
+				seenByAgent[key] = at
+				lag := at.Sub(apiAt)
+				rep.InformerLagSeconds = max(rep.InformerLagSeconds, lag.Seconds())
+				b.tb.Logf("%s: running in the agent's view %v after the API server had it", pod, lag.Round(100*time.Millisecond))
+			}
+			switch {
+			case v.Sampled:
+				b.tb.Logf("%s: sampled %v after the API server had it running", pod, time.Since(apiAt).Round(100*time.Millisecond))
+				delete(behind, key)
+			case !saw && b.gonePod(pod):
+				b.tb.Logf("%s: deleted before the agent's view had it running", pod)
+				delete(behind, key)
+			case !saw && time.Now().After(deadline):
+				out = append(out, fmt.Sprintf("%s (in the API since %s, never running in the agent's view within %v: %+v)", pod, apiAt.Format(time.TimeOnly+".000"), informerCatchUp, v))
+				delete(behind, key)
+			case saw && time.Since(at) > d:
+				out = append(out, fmt.Sprintf("%s (running in the agent's view since %s, not sampled within %v: %+v)", pod, at.Format(time.TimeOnly+".000"), d, v))
+				delete(behind, key)
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return out
+}
+
+// gonePod says whether the API server no longer has the churn pod.
+func (b *churnBed) gonePod(name string) bool {
+	_, err := b.cs.CoreV1().Pods(churnNS).Get(context.Background(), name, metav1.GetOptions{})
+	return apierrors.IsNotFound(err)
+}
+
+// apiserverWatchLog logs what kube-apiserver said of slow or ended
+// watches (a watch behind has no other trace).
+func (b *churnBed) apiserverWatchLog() {
+	raw, err := os.ReadFile(filepath.Join(b.cp.State.Dir, "logs", "kube-apiserver.log"))
+	if err != nil {
+		b.tb.Logf("kube-apiserver's log: %v", err)
 		return
 	}
-	rs := "not tracked by right-sizing"
-	if v.Rightsizing != nil {
-		rs = v.Rightsizing.State + ": " + v.Rightsizing.Reason
+	var lines []string
+	for l := range strings.SplitSeq(string(raw), "\n") {
+		lw := strings.ToLower(l)
+		if strings.Contains(lw, "watch") && (strings.Contains(lw, "unresponsive") || strings.Contains(lw, "forcing") || strings.Contains(lw, "terminat") || strings.Contains(lw, "slow") || strings.Contains(lw, "timeout")) {
+			lines = append(lines, l)
+		}
 	}
-	b.tb.Logf("the agent's explanation of %s: state %s, decision %q, containers %+v, right-sizing %s", pod, v.State, v.Decision, v.Containers, rs)
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	b.tb.Logf("kube-apiserver on slow or ended watches (%d lines, the last 20):\n%s", len(lines), strings.Join(lines, "\n"))
+}
+
+// agentContainer is the agent's view of one container of a churn pod, by
+// name (a container restarted after an OOM kill has a new runtime ID):
+// State says why when the agent does not know the pod or the container.
+func (b *churnBed) agentContainer(pod, name string) local.ContainerView {
+	var v local.ExplainView
+	if err := local.NewClient(b.bed.Socket()).Get(context.Background(), local.PathExplain, url.Values{"pod": {churnNS + "/" + pod}}, &v); err != nil {
+		return local.ContainerView{State: "unknown to the agent: " + err.Error()}
+	}
+	for _, c := range v.Containers {
+		if c.Name == name {
+			return c
+		}
+	}
+	return local.ContainerView{State: fmt.Sprintf("not among the agent's containers %+v", v.Containers)}
 }
 
 // queues sums up the agent's work queues: depth, mean wait, mean work
