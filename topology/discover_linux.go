@@ -114,55 +114,17 @@ func assignCores(cpus []CPU) {
 	}
 	pkg, core := newUnionFind(len(cpus)), newUnionFind(len(cpus))
 	hasPkg, hasCore := make([]bool, len(cpus)), make([]bool, len(cpus))
-	unite := func(uf unionFind, i int, list cpuset.CPUSet) {
-		for _, id := range list.UnsortedList() {
-			if j, ok := index[id]; ok {
-				uf.union(i, j)
-			}
-		}
-	}
-	byPkgID := map[int]int{}
-	for i, c := range cpus {
-		if _, ok := index[c.ID]; !ok {
-			continue
-		}
-		switch {
-		case !c.pkgCPUs.IsEmpty():
-			hasPkg[i] = true
-			unite(pkg, i, c.pkgCPUs)
-		case c.RawPackageID != Unknown:
-			hasPkg[i] = true
-			if j, ok := byPkgID[c.RawPackageID]; ok {
-				pkg.union(i, j)
-			} else {
-				byPkgID[c.RawPackageID] = i
-			}
-		}
-	}
+	uniteLevel(cpus, index, pkg, hasPkg, func(c *CPU) cpuset.CPUSet { return c.pkgCPUs },
+		func(_ int, c *CPU) (int, bool) { return c.RawPackageID, c.RawPackageID != Unknown })
 	type coreKey struct{ pkg, die, cluster, book, drawer, core int }
-	byCoreID := map[coreKey]int{}
-	for i, c := range cpus {
-		if _, ok := index[c.ID]; !ok {
-			continue
-		}
-		switch {
-		case !c.Siblings.IsEmpty():
-			hasCore[i] = true
-			unite(core, i, c.Siblings)
-		case c.RawCoreID != Unknown:
-			hasCore[i] = true
+	uniteLevel(cpus, index, core, hasCore, func(c *CPU) cpuset.CPUSet { return c.Siblings },
+		func(i int, c *CPU) (coreKey, bool) {
 			p := Unknown
 			if hasPkg[i] {
 				p = pkg.find(i)
 			}
-			k := coreKey{p, c.Die, c.cluster, c.book, c.drawer, c.RawCoreID}
-			if j, ok := byCoreID[k]; ok {
-				core.union(i, j)
-			} else {
-				byCoreID[k] = i
-			}
-		}
-	}
+			return coreKey{p, c.Die, c.cluster, c.book, c.drawer, c.RawCoreID}, c.RawCoreID != Unknown
+		})
 	firstInCore := map[int]int{} // core root -> a member with a package
 	for i := range cpus {
 		if !hasCore[i] || !hasPkg[i] {
@@ -199,6 +161,40 @@ func assignCores(cpus []CPU) {
 			cpus[i].Siblings = cpuset.New(members[cpus[i].Core]...)
 		} else {
 			cpus[i].Siblings = cpuset.New(cpus[i].ID)
+		}
+	}
+}
+
+// uniteLevel unites in uf the CPUs of index (CPU id -> position) that share
+// one package or core, by the one rule of both levels: a CPU's list when
+// it gives one, else its raw id (key; false: none), united with the first
+// CPU of the same key. has marks the CPUs that gave either.
+func uniteLevel[K comparable](cpus []CPU, index map[int]int, uf unionFind, has []bool,
+	list func(c *CPU) cpuset.CPUSet, key func(i int, c *CPU) (K, bool)) {
+	first := map[K]int{}
+	for i := range cpus {
+		c := &cpus[i]
+		if _, ok := index[c.ID]; !ok {
+			continue
+		}
+		if l := list(c); !l.IsEmpty() {
+			has[i] = true
+			for _, id := range l.UnsortedList() {
+				if j, ok := index[id]; ok {
+					uf.union(i, j)
+				}
+			}
+			continue
+		}
+		k, ok := key(i, c)
+		if !ok {
+			continue
+		}
+		has[i] = true
+		if j, ok := first[k]; ok {
+			uf.union(i, j)
+		} else {
+			first[k] = i
 		}
 	}
 }

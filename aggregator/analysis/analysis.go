@@ -111,12 +111,7 @@ type Gap struct {
 
 // New returns an empty Analysis.
 func New(cfg Config) *Analysis {
-	if cfg.Period == 0 {
-		cfg.Period = report.DefaultPeriod
-	}
-	if cfg.StaleAfter == 0 {
-		cfg.StaleAfter = report.DefaultStaleAfter(cfg.Period)
-	}
+	report.FillTiming(&cfg.Period, nil, &cfg.StaleAfter)
 	if cfg.Forget == 0 {
 		cfg.Forget = 24 * time.Hour
 	}

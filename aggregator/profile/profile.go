@@ -218,17 +218,9 @@ type windowSum struct {
 
 // New returns empty profiles.
 func New(cfg Config) *Profiles {
-	if cfg.Period == 0 {
-		cfg.Period = report.DefaultPeriod
-	}
-	if cfg.Grace == 0 {
-		cfg.Grace = report.DefaultGrace(cfg.Period)
-	}
+	report.FillTiming(&cfg.Period, &cfg.Grace, &cfg.StaleAfter)
 	if cfg.HotWatermark == 0 {
 		cfg.HotWatermark = 0.8
-	}
-	if cfg.StaleAfter == 0 {
-		cfg.StaleAfter = report.DefaultStaleAfter(cfg.Period)
 	}
 	if cfg.LoadInterval == 0 {
 		cfg.LoadInterval = time.Minute

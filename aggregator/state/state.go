@@ -146,12 +146,7 @@ type Node struct {
 
 // New returns an empty store.
 func New(cfg Config) *Store {
-	if cfg.Period == 0 {
-		cfg.Period = report.DefaultPeriod
-	}
-	if cfg.Grace == 0 {
-		cfg.Grace = report.DefaultGrace(cfg.Period)
-	}
+	report.FillTiming(&cfg.Period, &cfg.Grace, nil)
 	if cfg.Step == 0 {
 		cfg.Step = time.Hour
 	}

@@ -19,6 +19,21 @@ func DefaultGrace(period time.Duration) time.Duration { return 2 * period }
 // its usage counts as stale: three periods.
 func DefaultStaleAfter(period time.Duration) time.Duration { return 3 * period }
 
+// FillTiming sets each zero of period, grace and staleAfter (nil: the
+// caller has none) to its default, grace and staleAfter from the period it
+// leaves, so that the aggregator's parts on one report grid default alike.
+func FillTiming(period, grace, staleAfter *time.Duration) {
+	if *period == 0 {
+		*period = DefaultPeriod
+	}
+	if grace != nil && *grace == 0 {
+		*grace = DefaultGrace(*period)
+	}
+	if staleAfter != nil && *staleAfter == 0 {
+		*staleAfter = DefaultStaleAfter(*period)
+	}
+}
+
 // Stale says whether a node whose latest report arrived at lastSeen is
 // stale at now: it has sent nothing for more than staleAfter. The
 // aggregator's analysis and node profiles (and through Load.Fresh the

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	local "github.com/cgpilot/cgpilot/api/local"
@@ -14,7 +13,7 @@ func init() {
 }
 
 func printEvents(w io.Writer, evs []local.EventRecord) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "TIME\tTYPE\tREASON\tOBJECT\tMESSAGE")
 	for _, e := range evs {
 		obj := "node"

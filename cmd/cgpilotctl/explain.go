@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-	"text/tabwriter"
 
 	local "github.com/cgpilot/cgpilot/api/local"
 )
@@ -22,7 +21,7 @@ func init() {
 }
 
 func printExplain(w io.Writer, v local.ExplainView) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintf(tw, "POD\t%s/%s (%s)\n", v.Namespace, v.Name, v.UID)
 	fmt.Fprintf(tw, "QOS\t%s\n", v.QoS)
 	fmt.Fprintf(tw, "POOL\t%s\n", v.Pool)

@@ -109,13 +109,16 @@ func registerView[T any](c viewCmd, table func(w io.Writer, v T)) {
 }
 
 func printPods(w io.Writer, pods []local.PodView) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tQOS\tPOOL\tSTATE\tCPUS\tREASON")
 	for _, p := range pods {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, p.QoS, p.Pool, p.State, dash(p.CPUs), dash(p.Reason))
 	}
 	tw.Flush()
 }
+
+// newTable is the layout of the view commands' tables, one for all.
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
 
 func dash(s string) string {
 	if s == "" {

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	local "github.com/cgpilot/cgpilot/api/local"
 )
@@ -13,7 +12,7 @@ func init() {
 }
 
 func printPools(w io.Writer, v local.PoolsView) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintf(tw, "CPUS\t%s\n", v.CPUs)
 	fmt.Fprintf(tw, "RESERVED\t%s\n", dash(v.Reserved))
 	fmt.Fprintf(tw, "SHARED POOL\t%s\t(%d pods)\n", dash(v.SharedPool), v.SharedPods)
@@ -22,7 +21,7 @@ func printPools(w io.Writer, v local.PoolsView) {
 	tw.Flush()
 	if len(v.Assignments) > 0 {
 		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		tw = newTable(w)
 		fmt.Fprintln(tw, "NAMESPACE\tNAME\tCPUS\tISOLATION")
 		for _, a := range v.Assignments {
 			iso := "isolated"

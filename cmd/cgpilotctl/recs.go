@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	local "github.com/cgpilot/cgpilot/api/local"
 )
@@ -13,7 +12,7 @@ func init() {
 }
 
 func printRecs(w io.Writer, recs []local.RecView) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCONTAINER\tCPU P50/P95/MAX\tMEM P50/P95/MAX\tREQUEST\tLIMIT\tRECOMMENDED\tPOLICY\tMODE\tSTATE")
 	for _, r := range recs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s/%s\t%s/%s/%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Pod, r.Container,

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/cgpilot/cgpilot/topology"
 )
@@ -98,7 +97,7 @@ func writeTopologyTable(w io.Writer, topo *topology.Topology, s topology.Summary
 	fmt.Fprintf(w, "isolated: %s\nreserved: %s\nIO-queue CPUs: %s\n\n",
 		orNone(topo.Isolated().String()), orNone(topo.Reserved.String()), orNone(topo.IOCPUs().String()))
 	queues := topo.IOQueuesByCPU()
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "CPU\tONLINE\tCORE\tSOCKET\tNUMA\tL3\tSIBLINGS\tIO QUEUES")
 	for _, cpu := range s.CPUs {
 		fmt.Fprintf(tw, "%d\t%t\t%d\t%d\t%d\t%d\t%s\t%d\n", cpu.ID, cpu.Online, cpu.Core, cpu.Socket, cpu.NUMA, cpu.L3,

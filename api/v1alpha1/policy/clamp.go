@@ -422,14 +422,7 @@ func (c *clamper) lift(k int, floor float64) {
 	if floor <= 0 {
 		return
 	}
-	sum, room := 0.0, 0.0
-	for i := range c.out {
-		v := c.get(i, k)
-		sum += v
-		if v > 0 {
-			room += max(0, c.cur[i][k]-v)
-		}
-	}
+	sum, room := c.sumRoom(k, func(i int, v float64) float64 { return c.cur[i][k] - v })
 	if sum >= floor || room <= 0 {
 		return
 	}
@@ -441,6 +434,20 @@ func (c *clamper) lift(k int, floor float64) {
 		}
 		c.setField(i, k, min(cur, c.r.up(v+(cur-v)*share)), ReasonLimitRangePodMin)
 	}
+}
+
+// sumRoom returns the sum of field k over the containers and the room of
+// its set values (roomOf each, at least 0): what lift and cut spread a
+// pod-level bound over, measured alike.
+func (c *clamper) sumRoom(k int, roomOf func(i int, v float64) float64) (sum, room float64) {
+	for i := range c.out {
+		v := c.get(i, k)
+		sum += v
+		if v > 0 {
+			room += max(0, roomOf(i, v))
+		}
+	}
+	return sum, room
 }
 
 // setField sets field k of container i to v for a pod-level bound (both
@@ -474,14 +481,7 @@ func (c *clamper) cut(k int, cap float64, reason Reason) {
 	if cap <= 0 {
 		return
 	}
-	sum, room := 0.0, 0.0
-	for i := range c.out {
-		v := c.get(i, k)
-		sum += v
-		if v > 0 {
-			room += max(0, v-max(c.base[i][k], c.r.unit))
-		}
-	}
+	sum, room := c.sumRoom(k, func(i int, v float64) float64 { return v - max(c.base[i][k], c.r.unit) })
 	if sum <= cap || room <= 0 {
 		return
 	}
