@@ -2,11 +2,11 @@
 // interval, one round reads each container's cgroup through a held
 // cgroup.Reader (one pread per file, no allocation) and turns the counters
 // into usage — CPU cores from usage deltas, the memory working set,
-// throttled periods, pressure stall — stamped with the round's one time,
+// throttled periods, pressure stall, OOM kills — stamped with the round's one time,
 // and hands the round to a Sink (the recommender, the on-disk history).
 //
 // It follows node_exporter's collector pattern: each kind of measure is a
-// collector in its own file (cpu.go, memory.go, throttle.go, psi.go),
+// collector in its own file (cpu.go, memory.go, throttle.go, psi.go, oom.go),
 // listed in one flat table (collectors.go), updating a Sample from the
 // previous and the current Stats. A collector whose kernel feature is
 // absent (no PSI, no CFS bandwidth on a v2 cgroup without the cpu
