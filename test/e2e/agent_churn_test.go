@@ -795,22 +795,32 @@ func (b *churnBed) gonePod(name string) bool {
 // apiserverWatchLog logs what kube-apiserver said of slow or ended
 // watches (a watch behind has no other trace).
 func (b *churnBed) apiserverWatchLog() {
-	raw, err := os.ReadFile(filepath.Join(b.cp.State.Dir, "logs", "kube-apiserver.log"))
-	if err != nil {
-		b.tb.Logf("kube-apiserver's log: %v", err)
-		return
+	lines := grepLog(b.cp.LogPath("kube-apiserver"), func(l string) bool {
+		l = strings.ToLower(l)
+		return strings.Contains(l, "watch") && (strings.Contains(l, "unresponsive") || strings.Contains(l, "forcing") ||
+			strings.Contains(l, "terminat") || strings.Contains(l, "slow") || strings.Contains(l, "timeout"))
+	})
+	n := len(lines)
+	if n > 20 {
+		lines = lines[n-20:]
 	}
-	var lines []string
+	b.tb.Logf("kube-apiserver on slow or ended watches (%d lines, the last 20):\n%s", n, strings.Join(lines, "\n"))
+}
+
+// grepLog returns the lines of a component's log that match, or the read
+// error as its one line (a log is only a failure's diagnostic).
+func grepLog(path string, match func(string) bool) []string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return []string{fmt.Sprintf("(%v)", err)}
+	}
+	var out []string
 	for l := range strings.SplitSeq(string(raw), "\n") {
-		lw := strings.ToLower(l)
-		if strings.Contains(lw, "watch") && (strings.Contains(lw, "unresponsive") || strings.Contains(lw, "forcing") || strings.Contains(lw, "terminat") || strings.Contains(lw, "slow") || strings.Contains(lw, "timeout")) {
-			lines = append(lines, l)
+		if match(l) {
+			out = append(out, l)
 		}
 	}
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	b.tb.Logf("kube-apiserver on slow or ended watches (%d lines, the last 20):\n%s", len(lines), strings.Join(lines, "\n"))
+	return out
 }
 
 // agentContainer is the agent's view of one container of a churn pod, by

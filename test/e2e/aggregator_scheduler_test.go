@@ -166,12 +166,10 @@ func TestSchedulerExtenderPlacesByUsage(t *testing.T) {
 	})
 	if placed["compute"] != "cpu-free" || placed["cache"] != "mem-free" {
 		t.Errorf("placements %v: want compute on cpu-free and cache on mem-free", placed)
-		if b, err := os.ReadFile(filepath.Join(cp.Dir(), "logs", "kube-scheduler.log")); err == nil {
-			for _, l := range strings.Split(string(b), "\n") {
-				if strings.Contains(strings.ToLower(l), "extender") || strings.Contains(l, "sched/") {
-					t.Log(l)
-				}
-			}
+		for _, l := range grepLog(cp.LogPath("kube-scheduler"), func(l string) bool {
+			return strings.Contains(strings.ToLower(l), "extender") || strings.Contains(l, "sched/")
+		}) {
+			t.Log(l)
 		}
 		l, _ := cs.CoreV1().Pods("sched").List(ctx, metav1.ListOptions{})
 		for _, p := range l.Items {

@@ -271,6 +271,12 @@ func (cp *ControlPlane) Dir() string { return cp.State.Dir }
 // system:masters).
 func (cp *ControlPlane) Kubeconfig() string { return cp.State.Kubeconfig }
 
+// LogPath is where a component of the control plane (etcd,
+// kube-apiserver, kube-scheduler...) writes its log.
+func (cp *ControlPlane) LogPath(component string) string {
+	return filepath.Join(cp.State.Dir, "logs", component+".log")
+}
+
 // BinDir is where the Kubernetes binaries come from.
 func (cp *ControlPlane) BinDir() string { return cp.opts.BinDir }
 
@@ -294,8 +300,7 @@ func (cp *ControlPlane) start(name string, args ...string) error {
 		args = append(args, "--feature-gates="+gates)
 	}
 	args = append(args, cp.opts.ExtraFlags[name]...)
-	log := filepath.Join(cp.State.Dir, "logs", name+".log")
-	rec, err := startProc(name, log, cp.opts.Detach, nil, filepath.Join(cp.opts.BinDir, name), args...)
+	rec, err := startProc(name, cp.LogPath(name), cp.opts.Detach, nil, filepath.Join(cp.opts.BinDir, name), args...)
 	if err != nil {
 		return err
 	}
