@@ -202,10 +202,10 @@ const (
 // with a pod of the given peak usage added would pass the watermark on
 // the node, "" when the pod fits. A node without allocatable never does.
 func (r Rule) Exceeds(l Load, podCPU, podMem float64) string {
-	if l.CPUAllocatable > 0 && l.CPU+podCPU > r.CPU*l.CPUAllocatable {
+	if over(l.CPU+podCPU, l.CPUAllocatable, r.CPU) > 0 {
 		return ResourceCPU
 	}
-	if l.MemoryAllocatable > 0 && l.Memory+podMem > r.Memory*l.MemoryAllocatable {
+	if over(l.Memory+podMem, l.MemoryAllocatable, r.Memory) > 0 {
 		return ResourceMemory
 	}
 	return ""
@@ -225,7 +225,32 @@ func (r Rule) Ratio(l Load) float64 {
 }
 
 // Excess is how much of each resource must leave the node for it to meet
-// the rule (0 where it does).
+// the rule (0 where it does, or where the node reported no allocatable).
 func (r Rule) Excess(l Load) (cpu, mem float64) {
-	return math.Max(0, l.CPU-r.CPU*l.CPUAllocatable), math.Max(0, l.Memory-r.Memory*l.MemoryAllocatable)
+	return over(l.CPU, l.CPUAllocatable, r.CPU), over(l.Memory, l.MemoryAllocatable, r.Memory)
+}
+
+// HotExcess is how much real use of each resource is above the hot
+// watermark's share of allocatable (0 where it is not, or where the node
+// reported no allocatable).
+func (l Load) HotExcess(watermark float64) (cpu, mem float64) {
+	return over(l.CPUUsage, l.CPUAllocatable, watermark), over(l.MemoryUsage, l.MemoryAllocatable, watermark)
+}
+
+// Hot is the one hot-node rule, for the profiles' hot nodes and the
+// rescheduler alike: real CPU or memory use above the watermark's share
+// of allocatable.
+func (l Load) Hot(watermark float64) bool {
+	cpu, mem := l.HotExcess(watermark)
+	return cpu > 0 || mem > 0
+}
+
+// over is the one comparison of a node's amount against a watermark's
+// share of its allocatable: how much is above it. A node that reported no
+// allocatable says nothing about pressure, so nothing is above.
+func over(amount, alloc, watermark float64) float64 {
+	if !(alloc > 0) {
+		return 0
+	}
+	return math.Max(0, amount-watermark*alloc)
 }

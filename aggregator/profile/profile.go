@@ -336,7 +336,9 @@ func (p *Profiles) nodeInfo(name string, n *nodeProfile, now time.Time) NodeInfo
 	i := NodeInfo{Name: name, Usage: n.latest, Profile: n.ring.Summary(now), LastSeen: n.lastSeen,
 		CPUFraction: frac(n.latest.CPUUsage, n.latest.CPUAllocatable), MemoryFraction: frac(n.latest.MemoryUsage, n.latest.MemoryAllocatable)}
 	i.Stale = report.Stale(now, n.lastSeen, p.cfg.StaleAfter)
-	i.Hot = !i.Stale && (i.CPUFraction > p.cfg.HotWatermark || i.MemoryFraction > p.cfg.HotWatermark)
+	u := Load{CPUUsage: n.latest.CPUUsage, CPUAllocatable: n.latest.CPUAllocatable,
+		MemoryUsage: n.latest.MemoryUsage, MemoryAllocatable: n.latest.MemoryAllocatable}
+	i.Hot = !i.Stale && u.Hot(p.cfg.HotWatermark)
 	return i
 }
 

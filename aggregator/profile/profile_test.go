@@ -189,6 +189,33 @@ func TestPeakRingHorizon(t *testing.T) {
 	}
 }
 
+// TestHot is the hot-node rule's table: real use strictly above the
+// watermark's share of allocatable, either resource; a resource whose
+// allocatable was not reported never makes a node hot.
+func TestHot(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		l        Load
+		cpu, mem float64 // the HotExcess wanted
+	}{
+		{"cold", Load{CPUUsage: 1, CPUAllocatable: 4, MemoryUsage: 1e9, MemoryAllocatable: 8e9}, 0, 0},
+		{"at the watermark", Load{CPUUsage: 3.2, CPUAllocatable: 4, MemoryUsage: 6.4e9, MemoryAllocatable: 8e9}, 0, 0},
+		{"cpu over", Load{CPUUsage: 3.6, CPUAllocatable: 4, MemoryUsage: 1e9, MemoryAllocatable: 8e9}, 0.4, 0},
+		{"memory over", Load{CPUUsage: 1, CPUAllocatable: 4, MemoryUsage: 7.4e9, MemoryAllocatable: 8e9}, 0, 1e9},
+		{"no allocatable", Load{CPUUsage: 100, MemoryUsage: 1e12}, 0, 0},
+		{"no cpu allocatable", Load{CPUUsage: 100, MemoryUsage: 7.4e9, MemoryAllocatable: 8e9}, 0, 1e9},
+		{"NaN allocatable", Load{CPUUsage: 1, CPUAllocatable: math.NaN()}, 0, 0},
+	} {
+		c, m := tc.l.HotExcess(0.8)
+		if math.Abs(c-tc.cpu) > 1e-9 || math.Abs(m-tc.mem) > 1 {
+			t.Errorf("%s: excess %v cores %v bytes, want %v %v", tc.name, c, m, tc.cpu, tc.mem)
+		}
+		if want := tc.cpu > 0 || tc.mem > 0; tc.l.Hot(0.8) != want {
+			t.Errorf("%s: hot %v, want %v", tc.name, !want, want)
+		}
+	}
+}
+
 func TestRule(t *testing.T) {
 	r := Rule{CPU: 0.8, Memory: 0.5}
 	l := Load{CPU: 3, Memory: 3e9, CPUAllocatable: 4, MemoryAllocatable: 8e9}
@@ -208,6 +235,9 @@ func TestRule(t *testing.T) {
 	}
 	if r.Exceeds(Load{CPU: 100}, 1, 1) != "" {
 		t.Error("a node without allocatable was filtered")
+	}
+	if c, m := r.Excess(Load{CPU: 3, Memory: 9e9, MemoryAllocatable: 8e9}); c != 0 || math.Abs(m-5e9) > 1 {
+		t.Errorf("excess without CPU allocatable: %v cores %v bytes, want 0 cores", c, m)
 	}
 	for _, bad := range []Rule{{0, 0.5}, {0.5, 1.1}, {math.NaN(), 0.5}} {
 		if bad.Validate() == nil {

@@ -323,8 +323,7 @@ func (r *Rescheduler) excess(l profile.Load) (cpu, mem float64, reason string, r
 		return cpu, mem, ReasonPeak, ratio
 	}
 	hot := r.cfg.HotWatermark
-	cpu, mem = math.Max(0, l.CPUUsage-hot*l.CPUAllocatable), math.Max(0, l.MemoryUsage-hot*l.MemoryAllocatable)
-	if cpu > 0 || mem > 0 {
+	if cpu, mem = l.HotExcess(hot); cpu > 0 || mem > 0 {
 		return cpu, mem, ReasonHot, realRatio(l.CPUUsage, l.CPUAllocatable, l.MemoryUsage, l.MemoryAllocatable, hot)
 	}
 	return 0, 0, "", ratio
@@ -442,8 +441,7 @@ func (r *Rescheduler) Pressure(now time.Time) []NodePressure {
 	for _, l := range loads {
 		v := 0.5
 		if l.Fresh(now, stale) {
-			hot := l.CPUUsage > r.cfg.HotWatermark*l.CPUAllocatable || l.MemoryUsage > r.cfg.HotWatermark*l.MemoryAllocatable
-			if !hot {
+			if !l.Hot(r.cfg.HotWatermark) {
 				v = math.Min(0.5, r.cfg.Rule.Ratio(l)/2)
 			}
 		}
