@@ -26,8 +26,6 @@ E2E_TIMEOUT ?= 45m
 FUZZTIME ?= 20s
 BENCHFLAGS ?= -benchmem
 
-STATICCHECK_VERSION := v0.8.2
-STATICCHECK := $(CACHE_DIR)/tools/staticcheck-$(STATICCHECK_VERSION)/staticcheck
 
 present = $(strip $(foreach p,$(1),$(if $(shell find $(patsubst %/...,%,$(p)) -name '*.go' -print -quit 2>/dev/null),$(p))))
 
@@ -44,7 +42,7 @@ help:
 	@echo "bench-all   go test -bench over all packages"
 	@echo "fuzz        each FuzzXxx target for FUZZTIME=$(FUZZTIME)"
 	@echo "generate    regenerate the API deepcopy, CRDs, chart copies and eBPF objects; fail if the committed ones differ"
-	@echo "lint        gofmt, go vet, staticcheck $(STATICCHECK_VERSION), hack/check-imports.sh (and its -selftest), helm lint"
+	@echo "lint        gofmt, go vet, staticcheck (pinned in hack/tool.sh), hack/check-imports.sh (and its -selftest), helm lint"
 	@echo "deps        what is missing: apt packages (as root), Kubernetes binaries, containerd 2 + runc, v2 VM kernel (hack/deps.sh; make test and make demo run it)"
 	@echo "demo        (root) install what is missing, then the whole agent on a local single-node cluster, step by step"
 	@echo "demo-down   remove everything make demo started"
@@ -152,20 +150,17 @@ generate:
 	if [ -n "$$stale" ]; then echo "$$stale"; echo "generate: committed generated files were stale; commit the regenerated ones" >&2; exit 1; fi
 
 # Every check runs, so one lint run lists all problems.
-lint: $(STATICCHECK)
+lint:
 	@rc=0; \
 	files=$$(find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -not -path './bin/*' -not -path './_output/*'); \
 	echo "gofmt -l"; unformatted=$$(gofmt -l $$files); \
 	if [ -n "$$unformatted" ]; then echo "gofmt: run gofmt -w on:"; echo "$$unformatted"; rc=1; fi; \
 	echo "go vet ./..."; $(GO) vet ./... || rc=1; \
-	echo "staticcheck ./..."; $(STATICCHECK) ./... || rc=1; \
+	echo "staticcheck ./..."; sc=$$(hack/tool.sh staticcheck) && $$sc ./... || rc=1; \
 	echo "hack/check-imports.sh"; hack/check-imports.sh || rc=1; \
 	echo "hack/check-imports.sh -selftest"; hack/check-imports.sh -selftest || rc=1; \
 	echo "helm lint deploy/helm/cgpilot"; helm=$$(hack/tool.sh helm) && $$helm lint --strict deploy/helm/cgpilot || rc=1; \
 	[ $$rc = 0 ] && echo "lint: ok" || echo "lint: FAIL"; exit $$rc
-
-$(STATICCHECK):
-	GOBIN=$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 # Installs only what is missing (hack/deps.sh says what it does); the
 # Kubernetes binaries, the node's container runtime (containerd 2, runc) and

@@ -3,6 +3,7 @@
 #
 #   hack/tool.sh controller-gen     CRDs and deepcopy from api/ (make generate)
 #   hack/tool.sh helm               the chart in deploy/helm (make lint, test/deploy)
+#   hack/tool.sh staticcheck        make lint
 #
 # Each tool is built from the Go module proxy at the version pinned below
 # (never "latest") into ${XDG_CACHE_HOME:-~/.cache}/cgpilot/tools/<name>-<version>/,
@@ -14,7 +15,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/buildcache/cache.sh"
 cache_who=tool
 
-usage() { echo "usage: $0 controller-gen|helm" >&2; exit 2; }
+usage() { echo "usage: $0 controller-gen|helm|staticcheck" >&2; exit 2; }
 [ $# = 1 ] || usage
 name=$1
 case $name in
@@ -28,6 +29,10 @@ case $name in
     version=v4.3.1
     pkg=helm.sh/helm/v4/cmd/helm
     ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=$version -X helm.sh/helm/v4/internal/version.metadata= -X helm.sh/helm/v4/internal/version.gitTreeState=clean" ;;
+  staticcheck)
+    version=v0.8.2
+    pkg=honnef.co/go/tools/cmd/staticcheck
+    ldflags="-s -w" ;;
   *) usage ;;
 esac
 cache_need_go
