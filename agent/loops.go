@@ -49,9 +49,3 @@ func (c *controller) newGuard() *loop.Guard {
 		c.log.Error(p, "recovered a panic; the loop goes on (please report this as a bug)", "loop", p.Loop, "stack", string(p.Stack))
 	}}
 }
-
-// do runs one iteration of name that returns an error: the error, or the
-// *loop.Panic it panicked with.
-func (c *controller) do(name string, f func() error) error {
-	return c.guard.DoErr(name, f)
-}

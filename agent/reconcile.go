@@ -115,7 +115,7 @@ func (c *controller) runWorker(ctx context.Context, i int) {
 // the stack, an Event on the pod, a requeue with backoff) instead of a
 // dead agent: input no test foresaw must cost one pod, not the node.
 func (c *controller) reconcileSafely(ctx context.Context, key string) error {
-	err := c.do(loopReconcile, func() error { return c.reconcile(ctx, key) })
+	err := c.guard.DoErr(loopReconcile, func() error { return c.reconcile(ctx, key) })
 	var p *loop.Panic
 	if !errors.As(err, &p) {
 		return err
@@ -325,7 +325,7 @@ const statusWorkers = 4
 // with the latest values; and the checkpoint's deferred part (checkpointKey).
 func (c *controller) runStatusWorker(ctx context.Context) {
 	loop.Work(c.statusQ, func(key string) error {
-		return c.do(loopStatus, func() error { return c.writeStatus(ctx, key) })
+		return c.guard.DoErr(loopStatus, func() error { return c.writeStatus(ctx, key) })
 	}, func(key string, err error) {
 		if key == checkpointKey {
 			c.log.Error(err, "saving a release-isolation change in the checkpoint failed; retried (the cgroups hold it already)")
