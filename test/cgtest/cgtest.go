@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,6 +35,9 @@ type Sandbox struct {
 	// Name is the parent's base name, cgpilot-test-<random>.
 	Name string
 
+	// mu guards made and procs: tests create pods from several goroutines
+	// (a lost append leaves a directory behind, and its parents busy).
+	mu    sync.Mutex
 	made  []string // every directory created, in creation order
 	procs []*Proc
 	own   map[string]string // key → the test process's own cgroup dir
@@ -126,7 +130,9 @@ func (s *Sandbox) mkdir(key, dir string) {
 		}
 		s.t.Fatalf("cgtest: %v", err)
 	}
+	s.mu.Lock()
 	s.made = append(s.made, dir)
+	s.mu.Unlock()
 	if key == "cpuset" && !s.Unified {
 		// A fresh v1 cpuset is empty and refuses tasks (ENOSPC); copy the
 		// parent's, as runc and the kubelet do.
@@ -223,10 +229,12 @@ func (s *Sandbox) Path(key, rel string) string { return filepath.Join(s.Dirs[key
 // cleanup kills our children, moves stragglers out, and removes the
 // directories deepest first.
 func (s *Sandbox) cleanup() {
-	for _, p := range s.procs {
+	s.mu.Lock()
+	procs, dirs := append([]*Proc(nil), s.procs...), append([]string(nil), s.made...)
+	s.mu.Unlock()
+	for _, p := range procs {
 		p.Kill()
 	}
-	dirs := append([]string(nil), s.made...)
 	sort.Slice(dirs, func(i, j int) bool { return strings.Count(dirs[i], "/") > strings.Count(dirs[j], "/") })
 	for _, d := range dirs {
 		s.evacuate(d)

@@ -117,7 +117,9 @@ func (s *Sandbox) Start(rel, kind string, arg int) *Proc {
 		s.t.Fatalf("cgtest: start child: %v", err)
 	}
 	p := &Proc{Pid: cmd.Process.Pid, cmd: cmd, done: make(chan struct{})}
+	s.mu.Lock()
 	s.procs = append(s.procs, p)
+	s.mu.Unlock()
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	for key := range s.Dirs {
 		f := filepath.Join(s.Path(key, rel), "cgroup.procs")
