@@ -5,12 +5,17 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	local "github.com/cgpilot/cgpilot/api/local"
@@ -65,11 +70,29 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 		})
 	}
 	settled(150)
+	// The clocks stop on events, not on polls: a pod watch of the test's
+	// own for the request in the spec (a GET every 2 ms loaded the API
+	// server on the agent's path only: the direct patch returns the spec),
+	// and inotify on the containers' cpu.shares (runc writes it with
+	// write(2)); a 5 ms read of the file backs the watch up.
+	specSeen := watchRequests(b, bd.cs, "default")
+	fw := watchFiles(b)
 	shares := func(name string) func() int64 {
 		p := bd.pod(b, name)
 		path, ok := bd.containerCgroup(b, p)
 		if !ok {
 			b.Fatalf("%s has no container", name)
+		}
+		dirs, err := bd.na.kp.Layout().DirsAt(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		file := filepath.Join(dirs.CPU, "cpu.shares")
+		if dirs.Unified {
+			file = filepath.Join(dirs.CPU, "cpu.weight")
+		}
+		if err := fw.w.Add(file); err != nil {
+			b.Fatal(err)
 		}
 		return func() int64 {
 			cur, err := bd.na.kp.ReadCurrent(path)
@@ -83,26 +106,29 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 	// await times the request in the spec and cpu.shares reaching cpu milli.
 	await := func(name string, read func() int64, cpu int64, t0 time.Time) (spec, cg time.Duration) {
 		want := int64(cgroup.KubeletShares(cpu))
-		deadline := t0.Add(60 * time.Second)
-		for time.Now().Before(deadline) {
-			if spec == 0 {
-				if p := bd.pod(b, name); milli(p.Spec.Containers[0].Resources.Requests, corev1.ResourceCPU) == cpu {
-					spec = time.Since(t0)
-				}
-			}
+		deadline := time.NewTimer(60 * time.Second)
+		defer deadline.Stop()
+		poll := time.NewTicker(5 * time.Millisecond)
+		defer poll.Stop()
+		for {
 			if read() == want {
 				cg = time.Since(t0)
-				if spec == 0 {
-					spec = cg
+				spec = cg
+				if at, ok := specSeen(name, cpu, t0); ok {
+					spec = at.Sub(t0)
 				}
 				return spec, cg
 			}
-			time.Sleep(2 * time.Millisecond)
+			select {
+			case <-fw.w.Events:
+			case <-poll.C:
+			case <-deadline.C:
+				p := bd.pod(b, name)
+				b.Fatalf("%s: cpu.shares %d, want %d for %dm after 60s; spec %v; recommendation %s", name, read(), want, cpu,
+					p.Spec.Containers[0].Resources.Requests, p.Annotations["cgpilot.io/recommendation"])
+				return 0, 0
+			}
 		}
-		p := bd.pod(b, name)
-		b.Fatalf("%s: cpu.shares %d, want %d for %dm after 60s; spec %v; recommendation %s", name, read(), want, cpu,
-			p.Spec.Containers[0].Resources.Requests, p.Annotations["cgpilot.io/recommendation"])
-		return 0, 0
 	}
 	var agentSpec, agentCg, decidedCg, baseCg []time.Duration
 	// decided is when the agent decided bench's last resize.
@@ -128,6 +154,7 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 			cpu = 150
 		}
 		// The agent's path: the recommendation changes.
+		fw.drain()
 		t0 := time.Now()
 		bd.setPolicy(b, "bench", floor(fmt.Sprintf("%dm", cpu)))
 		s, c := await("bench", benchShares, cpu, t0)
@@ -158,12 +185,15 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 		// What the agent sends under KeepRatio: the request and the limit
 		// (twice the request, as created).
 		patch := fmt.Sprintf(`{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"%dm"},"limits":{"cpu":"%dm"}}}]}}`, cpu, 2*cpu)
+		fw.drain()
 		t0 = time.Now()
 		if _, err := bd.cs.CoreV1().Pods("default").Patch(ctx, "base", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "resize"); err != nil {
 			b.Fatal(err)
 		}
 		_, c = await("base", baseShares, cpu, t0)
 		baseCg = append(baseCg, c)
+		b.Logf("change %d to %dm: agent accepted %v, cgroup %v (%v from its decision); direct cgroup %v", i, cpu,
+			agentSpec[i].Round(time.Millisecond), agentCg[i].Round(time.Millisecond), decidedCg[i].Round(time.Millisecond), c.Round(time.Millisecond))
 	}
 	b.StopTimer()
 	b.ReportMetric(percentile(agentSpec, 0.5), "agent-accepted-p50-ms")
@@ -190,6 +220,50 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 	b.ReportMetric(1000*(metric(b, health, `cgpilot_resize_seconds_sum{phase="applied"}`)-app0)/napp, "decision-to-verified-mean-ms")
 	if p := bd.pod(b, "bench"); p.Status.ContainerStatuses[0].RestartCount != 0 {
 		b.Fatalf("bench restarted %d times", p.Status.ContainerStatuses[0].RestartCount)
+	}
+}
+
+// watchRequests watches the pods of ns and returns a lookup: when the
+// watch first showed pod name's first container requesting cpu milli
+// after since (false if it has not).
+func watchRequests(b *testing.B, cs kubernetes.Interface, ns string) func(name string, cpu int64, since time.Time) (time.Time, bool) {
+	var mu sync.Mutex
+	type seen struct {
+		cpu int64
+		at  time.Time
+	}
+	last := map[string][]seen{}
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	inf := f.Core().V1().Pods().Informer()
+	record := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || len(p.Spec.Containers) == 0 {
+			return
+		}
+		now := time.Now()
+		cpu := milli(p.Spec.Containers[0].Resources.Requests, corev1.ResourceCPU)
+		mu.Lock()
+		defer mu.Unlock()
+		if h := last[p.Name]; len(h) == 0 || h[len(h)-1].cpu != cpu {
+			last[p.Name] = append(h, seen{cpu, now})
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }}); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	return func(name string, cpu int64, since time.Time) (time.Time, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range last[name] {
+			if s.cpu == cpu && !s.at.Before(since) {
+				return s.at, true
+			}
+		}
+		return time.Time{}, false
 	}
 }
 
