@@ -5,6 +5,8 @@ package cgroup
 import (
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cgpilot/cgpilot/internal/cpulist"
 )
 
@@ -43,6 +45,21 @@ type knownVal struct {
 type knownDir struct {
 	watched bool
 	vals    [len(knownFiles)]knownVal
+	// fds hold the files written, opened once (fd+1; 0: none), so a
+	// write is one pwrite. They are closed when the directory loses its
+	// watch, and never used outside known.mu: a descriptor closed there
+	// cannot be reused under a write.
+	fds [len(knownFiles)]int32
+}
+
+// close closes d's held descriptors.
+func (d *knownDir) close() {
+	for i, fd := range d.fds {
+		if fd > 0 {
+			_ = unix.Close(int(fd - 1))
+			d.fds[i] = 0
+		}
+	}
 }
 
 // known is the record. The zero value records nothing until watching.
@@ -143,8 +160,11 @@ func (k *known) forget(dirs ...string) {
 func (k *known) watching(dir string, on bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if !on {
+	if d := k.dirs[dir]; d != nil {
+		d.close()
 		delete(k.dirs, dir)
+	}
+	if !on {
 		return
 	}
 	if k.dirs == nil {
@@ -167,6 +187,9 @@ func (k *known) clear(stop bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if stop {
+		for _, d := range k.dirs {
+			d.close()
+		}
 		clear(k.dirs)
 		return
 	}
@@ -206,13 +229,47 @@ func (k *known) read(dir, file string, trust bool) (string, error) {
 	return v, err
 }
 
-// write writes dir/file and records the value written.
+// write writes dir/file and records the value written. In a watched
+// directory the write goes through a descriptor held open (one pwrite, no
+// open and close), under the record's lock, so no event is compared
+// between the write and its record.
 func (k *known) write(dir, file, v string) error {
-	if k == nil {
+	i := knownIndex(file)
+	if k == nil || i < 0 {
 		return writeFile(dir, file, v)
 	}
-	tok := k.begin(dir, file)
-	err := writeFile(dir, file, v)
-	k.commit(dir, file, tok, v, err == nil)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	d := k.dirs[dir]
+	if d == nil || !d.watched {
+		return writeFile(dir, file, v)
+	}
+	err := d.write(dir, file, i, v)
+	if err != nil {
+		d.vals[i] = knownVal{}
+		return err
+	}
+	k.gen++
+	d.vals[i] = knownVal{v: v, gen: k.gen, set: true}
+	return nil
+}
+
+// write writes v to d's file i through its held descriptor, opening it
+// first (confined like every open, file.go). A descriptor whose cgroup
+// went away is closed; the next write opens the path again.
+func (d *knownDir) write(dir, file string, i int, v string) error {
+	if d.fds[i] == 0 {
+		h, err := openHeldFlags(dir, file, unix.O_WRONLY)
+		if err != nil {
+			return err
+		}
+		d.fds[i] = int32(h.fd + 1)
+	}
+	fd := int(d.fds[i] - 1)
+	gone, err := writeHeld(fd, dir, file, v)
+	if gone {
+		_ = unix.Close(fd)
+		d.fds[i] = 0
+	}
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -240,5 +241,49 @@ func TestKernelApplyPodTrustedUnplannedChild(t *testing.T) {
 	}
 	if !rolledBack {
 		t.Fatalf("no rollback of b's narrowing in the audit %+v: the trusted run did not meet the kernel's refusal", audit)
+	}
+}
+
+// TestKernelApplyPodRecreatedCgroup: the tree writes a watched cgroup's
+// files through descriptors it holds open; a container cgroup removed and
+// made again at the same path before the watch reports it leaves a
+// descriptor of the removed one (ENODEV): the write fails, the plan is
+// applied again reading every file through a fresh descriptor, and the new
+// cgroup ends on the target.
+func TestKernelApplyPodRecreatedCgroup(t *testing.T) {
+	k, kp := openKubepods(t, "cgroupfs")
+	all := k.CPUs
+	first, second := cpuset.New(all.List()[0]), cpuset.New(all.List()[1])
+	rel, _ := k.SB.MkdirPod("cgroupfs", "Burstable", "again", "a")
+	podPath := "/" + rel
+	h := startHeldWatch(t, kp, nil)
+	plan := cgroup.PodCPUs{UID: "again", Path: podPath, Containers: []string{podPath + "/a"}, CPUs: first, Verify: true}
+	written, err := kp.ApplyPod(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(written, func(w cgroup.Written) bool { return w.Cgroup == podPath+"/a" }) {
+		t.Fatalf("a not written (%v): no descriptor of it held", written)
+	}
+	h.holdOn(t, func() { writeCPUs(t, k, rel, all.String()) })
+	defer h.release()
+	dir := k.SB.Path(k.CPUSetKey, rel+"/a")
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !k.SB.Unified {
+		writeCPUs(t, k, rel+"/a", all.String()) // v1: a new cpuset is empty until written
+	}
+	plan.CPUs, plan.Verify = second, false
+	if _, err := kp.ApplyPod(plan); err != nil {
+		t.Fatalf("apply through a descriptor of the removed cgroup: %v", err)
+	}
+	for _, c := range []string{"", "/a"} {
+		if got := k.CPUSet(rel + c); got != second.String() {
+			t.Fatalf("%s%s = %s, want %s", rel, c, got, second)
+		}
 	}
 }
