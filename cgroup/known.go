@@ -21,7 +21,9 @@ import (
 // recorded only when no write can have slipped in between unseen.
 //
 // Memory files are never recorded: a memory limit is only ever written
-// after reading the usage it must stay above.
+// after reading the usage it must stay above. A change the kernel makes by
+// itself raises no event (v1 drops an offlined CPU from every cpuset.cpus):
+// the callers' verified writes (the pools' sweep) are the net for it.
 
 // knownFiles are the recorded files, indexed for knownDir.vals.
 var knownFiles = [...]string{cpusFile, "cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.max"}
