@@ -342,6 +342,24 @@ func (k *Kubepods) ApplyPod(p PodCPUs) ([]Written, error) {
 	}
 }
 
+// childDirs are the directories of c, a child cgroup of the pod whose
+// directories are pd and whose path ends with "/" in prefix: DirsAt(c)
+// without resolving the mounts again. A c that is no direct child (or not
+// clean) gives an error, and the caller resolves it with DirsAt.
+func childDirs(pd Dirs, prefix, c string) (Dirs, error) {
+	name, ok := strings.CutPrefix(c, prefix)
+	if !ok || name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return Dirs{}, fmt.Errorf("%w: %s is not a child of %s", ErrLayout, c, prefix)
+	}
+	join := func(d string) string {
+		if d == "" {
+			return ""
+		}
+		return d + "/" + name
+	}
+	return Dirs{Unified: pd.Unified, CPU: join(pd.CPU), CPUAcct: join(pd.CPUAcct), CPUSet: join(pd.CPUSet), Memory: join(pd.Memory), PSI: join(pd.PSI)}, nil
+}
+
 // cgroupOf names the cgroup (by path from the hierarchy root) of a file a
 // plan wrote.
 func cgroupOf(plan Plan, file string) string {
@@ -382,8 +400,12 @@ func (k *Kubepods) podPlans(p PodCPUs, pd Dirs) ([]Plan, error) {
 	cpusOnly := Plan{Pod: Target{Name: p.Path, Dirs: pd, Set: Resources{CPUs: &cpus}}}
 	quotaOnly := Plan{Pod: Target{Name: p.Path, Dirs: pd, Set: Resources{Quota: quotaOf(p.Path)}}}
 	split := false
+	prefix := p.Path + "/"
 	for _, c := range p.Containers {
-		cd, err := k.layout.DirsAt(c)
+		cd, err := childDirs(pd, prefix, c)
+		if err != nil {
+			cd, err = k.layout.DirsAt(c)
+		}
 		if err != nil {
 			return nil, err
 		}

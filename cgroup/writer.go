@@ -260,7 +260,7 @@ func (a *applier) passes(nodes []*node) error {
 }
 
 func (a *applier) write(dir, file, old, new string) error {
-	rec := Write{Time: a.w.opts.Now(), Path: filepath.Join(dir, file), Old: old, New: new, DryRun: a.w.opts.DryRun}
+	rec := Write{Time: a.w.opts.Now(), Path: dir + "/" + file, Old: old, New: new, DryRun: a.w.opts.DryRun}
 	if !rec.DryRun {
 		if err := a.known.write(dir, file, new); err != nil {
 			return err
