@@ -111,8 +111,9 @@ type qosDir struct {
 // in handle sees the change; so is a recorded value (known.go) that a
 // reported write changed, so a caller that applies the pod in handle reads
 // it. While the watch runs, the directories it watches are the ones whose
-// recorded values ApplyPod may trust; one Watch at a time per Kubepods. The returned channel is closed once the watch
-// has ended (after ctx), so a caller can wait for its goroutine.
+// recorded values ApplyPod may trust; one Watch at a time per Kubepods.
+// The returned channel is closed once the watch has ended (after ctx), so
+// a caller can wait for its goroutine.
 //
 // A caller's own writes come back as FileWritten too: compare Value with
 // what is wanted before acting on one.
