@@ -155,6 +155,17 @@ func writeHeld(fd int, dir, name, value string) (gone bool, err error) {
 	return errors.Is(err, unix.ENODEV), fileErr("write", filepath.Join(dir, name), value, err, ErrWrite)
 }
 
+// readHeldFD reads a cgroup file held open (one pread at offset 0 into
+// buf), trimmed like readFile; gone as for writeHeld.
+func readHeldFD(fd int, dir, name string, buf []byte) (v string, gone bool, err error) {
+	h := heldFile{fd: fd, dir: dir, name: name}
+	b, err := h.read(buf)
+	if err != nil {
+		return "", errors.Is(err, unix.ENODEV), err
+	}
+	return strings.TrimSpace(string(b)), false, nil
+}
+
 func (h *heldFile) path() string { return filepath.Join(h.dir, h.name) }
 
 // read fills buf from offset 0 with a single pread. A file that fills the

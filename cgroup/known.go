@@ -16,9 +16,10 @@ import (
 // tree's Watch has an inotify watch on the file's directory: every write
 // from then on, whoever makes it, raises an event, and the watch compares
 // the value it reads back with the record before anything else sees the
-// event, dropping a record that differs. A read or write under way marks
-// its record pending; an event seen meanwhile drops it, so a value is
-// recorded only when no write can have slipped in between unseen.
+// event, dropping a record that differs. The tree's own reads and writes
+// of a watched file go through a descriptor held open, under the record's
+// lock together with the record's update, so no event is compared between
+// a read or write and its record, and no descriptor is closed under one.
 //
 // Memory files are never recorded: a memory limit is only ever written
 // after reading the usage it must stay above. A change the kernel makes by
@@ -38,19 +39,16 @@ func knownIndex(file string) int {
 }
 
 type knownVal struct {
-	v       string
-	gen     uint64 // of the read or write that set, or is setting, v
-	set     bool   // v is the file's value
-	pending bool   // a read or write is under way
+	v   string
+	set bool // v is the file's value
 }
 
 type knownDir struct {
 	watched bool
 	vals    [len(knownFiles)]knownVal
-	// fds hold the files written, opened once (fd+1; 0: none), so a
-	// write is one pwrite. They are closed when the directory loses its
-	// watch, and never used outside known.mu: a descriptor closed there
-	// cannot be reused under a write.
+	// fds hold the files read or written, opened once for both (fd+1;
+	// 0: none), so a read or write is one pread or pwrite. They are
+	// closed when the directory loses its watch.
 	fds [len(knownFiles)]int32
 }
 
@@ -68,7 +66,16 @@ func (d *knownDir) close() {
 type known struct {
 	mu   sync.Mutex
 	dirs map[string]*knownDir
-	gen  uint64
+	buf  [4096]byte // reads, under mu
+}
+
+// dir returns dir's entry if it is watched; the caller holds mu.
+func (k *known) dir(dir string) *knownDir {
+	d := k.dirs[dir]
+	if d == nil || !d.watched {
+		return nil
+	}
+	return d
 }
 
 // get returns the recorded value of dir/file, if it is trusted.
@@ -79,57 +86,15 @@ func (k *known) get(dir, file string) (string, bool) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	d := k.dirs[dir]
-	if d == nil || !d.watched {
+	d := k.dir(dir)
+	if d == nil || !d.vals[i].set {
 		return "", false
 	}
-	v := d.vals[i]
-	if !v.set || v.pending {
-		return "", false
-	}
-	return v.v, true
-}
-
-// begin marks dir/file pending before a read or write of it; the token
-// (0: not recorded, the directory is not watched) goes to commit.
-func (k *known) begin(dir, file string) uint64 {
-	i := knownIndex(file)
-	if i < 0 {
-		return 0
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	d := k.dirs[dir]
-	if d == nil || !d.watched {
-		return 0
-	}
-	k.gen++
-	d.vals[i] = knownVal{gen: k.gen, pending: true}
-	return k.gen
-}
-
-// commit records v as dir/file's value if nothing was seen since begin
-// gave tok; ok false (the read or write failed) drops the record.
-func (k *known) commit(dir, file string, tok uint64, v string, ok bool) {
-	if tok == 0 {
-		return
-	}
-	i := knownIndex(file)
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	d := k.dirs[dir]
-	if d == nil || !d.watched || d.vals[i].gen != tok {
-		return
-	}
-	if !ok {
-		d.vals[i] = knownVal{}
-		return
-	}
-	d.vals[i] = knownVal{v: v, gen: tok, set: true}
+	return d.vals[i].v, true
 }
 
 // observe is the watch's: dir/file was written and now holds v. A record
-// that differs, or a read or write under way, is dropped.
+// that differs is dropped.
 func (k *known) observe(dir, file, v string) {
 	i := knownIndex(file)
 	if i < 0 {
@@ -141,7 +106,7 @@ func (k *known) observe(dir, file, v string) {
 	if d == nil {
 		return
 	}
-	if cur := d.vals[i]; cur.pending || (cur.set && !sameValue(file, cur.v, v)) {
+	if cur := d.vals[i]; cur.set && !sameValue(file, cur.v, v) {
 		d.vals[i] = knownVal{}
 	}
 }
@@ -158,7 +123,8 @@ func (k *known) forget(dirs ...string) {
 }
 
 // watching says that dir now has an inotify watch (on) or lost it: a
-// directory removed, or the watch ended.
+// directory removed, or the watch ended. Either way its record and
+// descriptors start afresh.
 func (k *known) watching(dir string, on bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -179,12 +145,12 @@ func (k *known) watching(dir string, on bool) {
 func (k *known) watched(dir string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	d := k.dirs[dir]
-	return d != nil && d.watched
+	return k.dir(dir) != nil
 }
 
 // clear drops every value (events were lost: an overflowed queue); stop
-// also drops the watched directories (the watch ended).
+// also drops the watched directories and their descriptors (the watch
+// ended).
 func (k *known) clear(stop bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -214,64 +180,86 @@ func sameValue(file, a, b string) bool {
 	return err1 == nil && err2 == nil && x.Equals(y)
 }
 
-// readKnown reads dir/file, or returns its trusted record when trust is
-// set; a value read is recorded.
+// read reads dir/file, or returns its trusted record when trust is set. In
+// a watched directory the value read is recorded.
 func (k *known) read(dir, file string, trust bool) (string, error) {
-	if k == nil {
+	i := knownIndex(file)
+	if k == nil || i < 0 {
 		return readFile(dir, file)
 	}
-	if trust {
-		if v, ok := k.get(dir, file); ok {
-			return v, nil
-		}
+	k.mu.Lock()
+	d := k.dir(dir)
+	if d == nil {
+		k.mu.Unlock()
+		return readFile(dir, file)
 	}
-	tok := k.begin(dir, file)
-	v, err := readFile(dir, file)
-	k.commit(dir, file, tok, v, err == nil)
-	return v, err
+	defer k.mu.Unlock()
+	if trust && d.vals[i].set {
+		return d.vals[i].v, nil
+	}
+	d.vals[i] = knownVal{}
+	fd, err := d.open(dir, file, i)
+	if err != nil {
+		return "", err
+	}
+	v, gone, err := readHeldFD(fd, dir, file, k.buf[:])
+	if gone {
+		d.drop(i)
+	}
+	if err != nil {
+		return "", err
+	}
+	d.vals[i] = knownVal{v: v, set: true}
+	return v, nil
 }
 
-// write writes dir/file and records the value written. In a watched
-// directory the write goes through a descriptor held open (one pwrite, no
-// open and close), under the record's lock, so no event is compared
-// between the write and its record.
+// write writes dir/file and, in a watched directory, records the value.
 func (k *known) write(dir, file, v string) error {
 	i := knownIndex(file)
 	if k == nil || i < 0 {
 		return writeFile(dir, file, v)
 	}
 	k.mu.Lock()
-	defer k.mu.Unlock()
-	d := k.dirs[dir]
-	if d == nil || !d.watched {
+	d := k.dir(dir)
+	if d == nil {
+		k.mu.Unlock()
 		return writeFile(dir, file, v)
 	}
-	err := d.write(dir, file, i, v)
+	defer k.mu.Unlock()
+	d.vals[i] = knownVal{}
+	fd, err := d.open(dir, file, i)
 	if err != nil {
-		d.vals[i] = knownVal{}
 		return err
 	}
-	k.gen++
-	d.vals[i] = knownVal{v: v, gen: k.gen, set: true}
+	gone, err := writeHeld(fd, dir, file, v)
+	if gone {
+		d.drop(i)
+	}
+	if err != nil {
+		return err
+	}
+	d.vals[i] = knownVal{v: v, set: true}
 	return nil
 }
 
-// write writes v to d's file i through its held descriptor, opening it
-// first (confined like every open, file.go). A descriptor whose cgroup
-// went away is closed; the next write opens the path again.
-func (d *knownDir) write(dir, file string, i int, v string) error {
+// open returns d's held descriptor of file i, opening it (read-write,
+// confined like every open: file.go) the first time.
+func (d *knownDir) open(dir, file string, i int) (int, error) {
 	if d.fds[i] == 0 {
-		h, err := openHeldFlags(dir, file, unix.O_WRONLY)
+		h, err := openHeldFlags(dir, file, unix.O_RDWR)
 		if err != nil {
-			return err
+			return -1, err
 		}
 		d.fds[i] = int32(h.fd + 1)
 	}
-	fd := int(d.fds[i] - 1)
-	gone, err := writeHeld(fd, dir, file, v)
-	if gone {
-		_ = unix.Close(fd)
+	return int(d.fds[i] - 1), nil
+}
+
+// drop closes the descriptor of file i: its cgroup went away (ENODEV);
+// the next read or write opens the path again.
+func (d *knownDir) drop(i int) {
+	if d.fds[i] > 0 {
+		_ = unix.Close(int(d.fds[i] - 1))
 		d.fds[i] = 0
 	}
-	return err
 }
