@@ -187,9 +187,12 @@ func wrapParse(path string, b []byte, err error) error {
 }
 
 // readQuota reads the current CFS bandwidth limit.
-func readQuota(d Dirs) (Quota, error) {
+func readQuota(d Dirs) (Quota, error) { return readQuotaWith(d, readFile) }
+
+// readQuotaWith is readQuota through read (the Writer's record).
+func readQuotaWith(d Dirs, read func(dir, file string) (string, error)) (Quota, error) {
 	if d.Unified {
-		s, err := readFile(d.CPU, "cpu.max")
+		s, err := read(d.CPU, "cpu.max")
 		if err != nil {
 			return Quota{}, err
 		}
@@ -199,11 +202,11 @@ func readQuota(d Dirs) (Quota, error) {
 		}
 		return q, nil
 	}
-	qs, err := readFile(d.CPU, "cpu.cfs_quota_us")
+	qs, err := read(d.CPU, "cpu.cfs_quota_us")
 	if err != nil {
 		return Quota{}, err
 	}
-	ps, err := readFile(d.CPU, "cpu.cfs_period_us")
+	ps, err := read(d.CPU, "cpu.cfs_period_us")
 	if err != nil {
 		return Quota{}, err
 	}

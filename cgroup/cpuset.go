@@ -22,7 +22,12 @@ const (
 
 // readCPUSetFile reads cpuset.cpus or cpuset.mems.
 func readCPUSetFile(dir, file string) (cpuset.CPUSet, error) {
-	s, err := readFile(dir, file)
+	return readCPUSetWith(dir, file, readFile)
+}
+
+// readCPUSetWith is readCPUSetFile through read (the Writer's record).
+func readCPUSetWith(dir, file string, read func(dir, file string) (string, error)) (cpuset.CPUSet, error) {
+	s, err := read(dir, file)
 	if err != nil {
 		return cpuset.CPUSet{}, err
 	}

@@ -21,12 +21,22 @@
 //     while Watch keeps the cache current), cpuset reads, and ApplyPod,
 //     which writes a pod's CPU placement through the Writer and absorbs the
 //     races with the runtime that creates and removes those cgroups.
+//     While Watch runs, the tree records the cpusets and CFS quotas it
+//     wrote and read (known.go), reads and writes them through
+//     descriptors held open while their directory is watched (one pread
+//     or pwrite each, closed when the directory goes or the watch ends),
+//     and ApplyPod writes from that record instead of reading first
+//     unless asked to verify: the watch drops a value someone else wrote
+//     before its handler sees the event, and a write the kernel rejects on
+//     a wrong record is rolled back and the plan applied again reading
+//     every file. Memory files are never recorded.
 //     ParsePodDir reads a pod UID from a directory name, KubeletQuota is
 //     the kubelet's CFS quota for a CPU limit.
 //   - Watch (watch.go): inotify on the kubepods tree: pods and containers
 //     appearing, containers going away, and writes to a pod's or
 //     container's cpuset or CFS quota (FileWritten, with the value read
-//     back), on every hierarchy the pools write.
+//     back), on every hierarchy the pools write; it keeps the record
+//     above current.
 //
 // file.go is the only file that opens cgroup files; it goes through
 // opencontainers/cgroups (openat2 confined to /sys/fs/cgroup, fstatfs check

@@ -112,13 +112,17 @@ type heldFile struct {
 	dir, name string
 }
 
-func openHeld(dir, name string) (heldFile, error) {
+func openHeld(dir, name string) (heldFile, error) { return openHeldFlags(dir, name, unix.O_RDONLY) }
+
+// openHeldFlags is openHeld with open flags (O_WRONLY: the record's
+// written files, known.go).
+func openHeldFlags(dir, name string, flags int) (heldFile, error) {
 	if err := checkName(dir, name); err != nil {
 		return heldFile{fd: -1}, err
 	}
 	// cgroups.OpenFile resolves the name beneath the cgroupfs root
 	// (openat2); the descriptor is then ours alone.
-	f, err := cgroups.OpenFile(dir, name, unix.O_RDONLY)
+	f, err := cgroups.OpenFile(dir, name, flags)
 	if err != nil {
 		return heldFile{fd: -1}, fileErr("open", filepath.Join(dir, name), "", err, ErrRead)
 	}
@@ -133,6 +137,33 @@ func openHeld(dir, name string) (heldFile, error) {
 		return heldFile{fd: -1}, fileErr("open", f.Name(), "", err, ErrRead)
 	}
 	return heldFile{fd: fd, dir: dir, name: name}, nil
+}
+
+// writeHeld writes value to a cgroup file held open for writing (one
+// pwrite at offset 0, which cgroup files ignore); gone says the
+// descriptor's cgroup was removed (ENODEV) and it is of no further use.
+func writeHeld(fd int, dir, name, value string) (gone bool, err error) {
+	for {
+		_, err = unix.Pwrite(fd, []byte(value), 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err == nil {
+		return false, nil
+	}
+	return errors.Is(err, unix.ENODEV), fileErr("write", filepath.Join(dir, name), value, err, ErrWrite)
+}
+
+// readHeldFD reads a cgroup file held open (one pread at offset 0 into
+// buf), trimmed like readFile; gone as for writeHeld.
+func readHeldFD(fd int, dir, name string, buf []byte) (v string, gone bool, err error) {
+	h := heldFile{fd: fd, dir: dir, name: name}
+	b, err := h.read(buf)
+	if err != nil {
+		return "", errors.Is(err, unix.ENODEV), err
+	}
+	return strings.TrimSpace(string(b)), false, nil
 }
 
 func (h *heldFile) path() string { return filepath.Join(h.dir, h.name) }

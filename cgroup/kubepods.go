@@ -36,6 +36,9 @@ type KubepodsConfig struct {
 type Kubepods struct {
 	layout *Layout
 	writer *Writer
+	// known records the CPU placement files written and read, trusted
+	// while Watch runs (known.go).
+	known known
 
 	mu   sync.Mutex
 	kids map[string][]string // cpuset dir -> child cgroup paths
@@ -227,7 +230,7 @@ func (k *Kubepods) WidenCPUs(p string, cpus cpuset.CPUSet) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	cur, err := readCPUSetFile(d.CPUSet, cpusFile)
+	cur, err := readCPUSetWith(d.CPUSet, cpusFile, func(dir, file string) (string, error) { return k.known.read(dir, file, false) })
 	if errors.Is(err, ErrGone) {
 		return 0, nil
 	}
@@ -241,7 +244,7 @@ func (k *Kubepods) WidenCPUs(p string, cpus cpuset.CPUSet) (int, error) {
 	if u.Equals(cur) {
 		return 0, nil
 	}
-	recs, err := k.writer.Apply(Plan{Pod: Target{Name: p, Dirs: d, Set: Resources{CPUs: &u}}})
+	recs, err := k.writer.apply(Plan{Pod: Target{Name: p, Dirs: d, Set: Resources{CPUs: &u}}}, &k.known, false)
 	return len(recs), err
 }
 
@@ -258,6 +261,10 @@ type PodCPUs struct {
 	// Quotas, when set, are CFS quotas to put back (the kubelet's, after a
 	// pod left its own cores).
 	Quotas *PodQuotas
+	// Verify reads every value before writing. Without it, the values
+	// the tree recorded while its Watch runs stand for the files (see
+	// ApplyPod).
+	Verify bool
 }
 
 // PodQuotas are CFS quotas for a pod and its children; a child missing
@@ -280,12 +287,22 @@ type Written struct {
 // ErrNotReady. A child that appeared or vanished between the listing and
 // the write makes the Writer refuse and roll back; the pod is then listed
 // afresh and written once more.
+//
+// Unless p.Verify is set, the cpusets and quotas this tree last wrote or
+// read stand for the files while Watch has them watched: the writes
+// follow without reading first, and v1's unplanned-children check lists
+// nothing (the kernel refuses what it would have refused). A value someone
+// else wrote since is dropped from the record by the watch before its
+// handler sees the write, so the handler's own sync reads it; a write the
+// kernel rejects on a wrong record is rolled back and the plan applied
+// again reading every file (Writer.Apply's guarantees hold for that run).
 func (k *Kubepods) ApplyPod(p PodCPUs) ([]Written, error) {
 	pd, err := k.layout.DirsAt(p.Path)
 	if err != nil {
 		return nil, err
 	}
-	if !isDir(pd.CPUSet) {
+	trust := !p.Verify && k.known.watched(pd.CPUSet)
+	if !trust && !isDir(pd.CPUSet) {
 		return nil, nil // not created yet: the watcher reports it when it is
 	}
 	if (p.UnlimitedQuota || p.Quotas != nil) && !isDir(pd.CPU) {
@@ -299,7 +316,7 @@ func (k *Kubepods) ApplyPod(p PodCPUs) ([]Written, error) {
 		}
 		for _, plan := range plans {
 			var recs []Write
-			recs, err = k.writer.Apply(plan)
+			recs, err = k.writer.apply(plan, &k.known, trust)
 			for _, r := range recs {
 				if !r.Rollback && !r.DryRun {
 					written = append(written, Written{Cgroup: cgroupOf(plan, r.Path), File: r.Path})
@@ -323,6 +340,24 @@ func (k *Kubepods) ApplyPod(p PodCPUs) ([]Written, error) {
 		}
 		return written, fmt.Errorf("pod %s: %w", p.UID, err)
 	}
+}
+
+// childDirs are the directories of c, a child cgroup of the pod whose
+// directories are pd and whose path ends with "/" in prefix: DirsAt(c)
+// without resolving the mounts again. A c that is no direct child (or not
+// clean) gives an error, and the caller resolves it with DirsAt.
+func childDirs(pd Dirs, prefix, c string) (Dirs, error) {
+	name, ok := strings.CutPrefix(c, prefix)
+	if !ok || name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return Dirs{}, fmt.Errorf("%w: %s is not a child of %s", ErrLayout, c, prefix)
+	}
+	join := func(d string) string {
+		if d == "" {
+			return ""
+		}
+		return d + "/" + name
+	}
+	return Dirs{Unified: pd.Unified, CPU: join(pd.CPU), CPUAcct: join(pd.CPUAcct), CPUSet: join(pd.CPUSet), Memory: join(pd.Memory), PSI: join(pd.PSI)}, nil
 }
 
 // cgroupOf names the cgroup (by path from the hierarchy root) of a file a
@@ -365,8 +400,12 @@ func (k *Kubepods) podPlans(p PodCPUs, pd Dirs) ([]Plan, error) {
 	cpusOnly := Plan{Pod: Target{Name: p.Path, Dirs: pd, Set: Resources{CPUs: &cpus}}}
 	quotaOnly := Plan{Pod: Target{Name: p.Path, Dirs: pd, Set: Resources{Quota: quotaOf(p.Path)}}}
 	split := false
+	prefix := p.Path + "/"
 	for _, c := range p.Containers {
-		cd, err := k.layout.DirsAt(c)
+		cd, err := childDirs(pd, prefix, c)
+		if err != nil {
+			cd, err = k.layout.DirsAt(c)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -425,7 +464,7 @@ func (k *Kubepods) ApplyPodResources(p PodResources) ([]Written, error) {
 		}
 		plan.Containers = append(plan.Containers, Target{Name: c, Dirs: cd, Set: p.Containers[c]})
 	}
-	recs, err := k.writer.Apply(plan)
+	recs, err := k.writer.apply(plan, &k.known, false)
 	var written []Written
 	for _, r := range recs {
 		if !r.Rollback && !r.DryRun {

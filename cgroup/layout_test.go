@@ -386,3 +386,31 @@ func TestParsePodDir(t *testing.T) {
 		}
 	}
 }
+
+// TestChildDirs: a pod's child resolved from the pod's directories is what
+// DirsAt gives for its path; anything but a direct, clean child is refused.
+func TestChildDirs(t *testing.T) {
+	for _, m := range []Mounts{
+		{Mode: ModeUnified, Unified: Mount{Point: "/sys/fs/cgroup"}},
+		{Mode: ModeV1, V1: map[string]Mount{"cpu": {Point: "/sys/fs/cgroup/cpu,cpuacct"}, "cpuacct": {Point: "/sys/fs/cgroup/cpu,cpuacct"},
+			"cpuset": {Point: "/sys/fs/cgroup/cpuset"}, "memory": {Point: "/sys/fs/cgroup/memory", Root: "/kubepods"}}},
+	} {
+		pod := "/kubepods/burstable/podabc"
+		pd, err := DirsAt(m, pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := DirsAt(m, pod+"/ctr")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := childDirs(pd, pod+"/", pod+"/ctr"); err != nil || got != want {
+			t.Fatalf("childDirs = %+v, %v; DirsAt %+v", got, err, want)
+		}
+		for _, bad := range []string{pod + "/a/b", pod + "/..", pod + "/", "/kubepods/besteffort/podabc/ctr", pod + "x/ctr"} {
+			if _, err := childDirs(pd, pod+"/", bad); err == nil {
+				t.Fatalf("childDirs accepted %q", bad)
+			}
+		}
+	}
+}

@@ -90,6 +90,9 @@ type watchTree struct {
 	// limited: ErrWatchLimit was reported once already.
 	limited bool
 	onErr   func(error)
+	// known is the tree's record of the CPU placement files: a directory
+	// is trusted there only once its watch is in place.
+	known *known
 }
 
 type qosDir struct {
@@ -105,8 +108,12 @@ type qosDir struct {
 // caller's periodic sweep is still needed, or a *loop.Panic when handling
 // one event panicked: that event is lost, the watch goes on). Cached child
 // listings are dropped before handle runs, so a caller that lists the pod
-// in handle sees the change. The returned channel is closed once the watch
-// has ended (after ctx), so a caller can wait for its goroutine.
+// in handle sees the change; so is a recorded value (known.go) that a
+// reported write changed, so a caller that applies the pod in handle reads
+// it. While the watch runs, the directories it watches are the ones whose
+// recorded values ApplyPod may trust; one Watch at a time per Kubepods.
+// The returned channel is closed once the watch has ended (after ctx), so
+// a caller can wait for its goroutine.
 //
 // A caller's own writes come back as FileWritten too: compare Value with
 // what is wanted before acting on one.
@@ -115,7 +122,7 @@ func (k *Kubepods) Watch(ctx context.Context, handle func(WatchEvent), onErr fun
 	if err != nil {
 		return nil, err
 	}
-	t := &watchTree{w: w, qos: map[string]qosDir{}, onErr: onErr}
+	t := &watchTree{w: w, qos: map[string]qosDir{}, onErr: onErr, known: &k.known}
 	for _, q := range k.QoSPaths() {
 		d, err := k.layout.DirsAt(q)
 		if err != nil {
@@ -131,8 +138,10 @@ func (k *Kubepods) Watch(ctx context.Context, handle func(WatchEvent), onErr fun
 					continue // e.g. no besteffort cgroup yet on this node
 				}
 				w.Close()
+				k.known.clear(true)
 				return nil, err
 			}
+			t.known.watching(dir, true)
 			t.qos[dir] = qosDir{rel: q, cpuset: i == 0}
 		}
 	}
@@ -148,6 +157,7 @@ func (k *Kubepods) Watch(ctx context.Context, handle func(WatchEvent), onErr fun
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer k.known.clear(true) // nothing is trusted without the watch
 		defer w.Close()
 		for {
 			select {
@@ -158,6 +168,7 @@ func (k *Kubepods) Watch(ctx context.Context, handle func(WatchEvent), onErr fun
 					return
 				}
 				k.ForgetChildren("")
+				k.known.clear(false)
 				onErr(err)
 			case ev, ok := <-w.Events:
 				if !ok {
@@ -173,7 +184,11 @@ func (k *Kubepods) Watch(ctx context.Context, handle func(WatchEvent), onErr fun
 // add watches dir; a refusal for the watch limit is reported once.
 func (t *watchTree) add(dir string) {
 	err := t.w.Add(dir)
-	if err == nil || os.IsNotExist(err) {
+	if err == nil {
+		t.known.watching(dir, true)
+		return
+	}
+	if os.IsNotExist(err) {
 		return
 	}
 	if errors.Is(err, syscall.ENOSPC) {
@@ -223,16 +238,20 @@ func (k *Kubepods) dispatch(t *watchTree, ev fsnotify.Event, handle func(WatchEv
 	at := time.Now()
 	parent, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
 	if ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Create) && !ev.Has(fsnotify.Remove) {
-		if !WatchedFiles[base] {
+		if !WatchedFiles[base] && knownIndex(base) < 0 {
 			return // cpu.shares, memory limits, the kernel's own notifications
-		}
-		_, uid, rel, ok := t.place(parent)
-		if !ok {
-			return // a QoS cgroup's file
 		}
 		v, err := readFile(parent, base)
 		if err != nil {
+			t.known.forget(parent)
 			return // the cgroup went away meanwhile: its removal is reported
+		}
+		// The record learns of the write before anyone acts on it: a
+		// sync that handle causes reads the value instead of trusting it.
+		t.known.observe(parent, base, v)
+		_, uid, rel, ok := t.place(parent)
+		if !ok || !WatchedFiles[base] {
+			return // a QoS cgroup's file, or cpu.cfs_period_us
 		}
 		handle(WatchEvent{Kind: FileWritten, PodUID: uid, Cgroup: rel, File: base, Value: v, At: at})
 		return
@@ -242,6 +261,9 @@ func (k *Kubepods) dispatch(t *watchTree, ev fsnotify.Event, handle func(WatchEv
 	}
 	k.forgetDir(parent)
 	k.forgetDir(ev.Name)
+	if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+		t.known.watching(ev.Name, false) // its inotify watch went with it
+	}
 	podUID, isPod := ParsePodDir(base)
 	parentUID, inPod := ParsePodDir(filepath.Base(parent))
 	pq, podInQoS := t.qos[filepath.Dir(parent)]

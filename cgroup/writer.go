@@ -119,8 +119,19 @@ func (w *Writer) Drift() uint64 { return w.drift.Load() }
 // reverse order (which passes only through states the kernel already
 // accepted), and returns the write error joined with any rollback error.
 // The returned records include the rollback writes.
-func (w *Writer) Apply(p Plan) ([]Write, error) {
-	a := &applier{w: w}
+func (w *Writer) Apply(p Plan) ([]Write, error) { return w.apply(p, nil, false) }
+
+// apply is Apply with a record of the CPU placement files (known.go): the
+// values read and written are recorded in k, and with trust the recorded
+// ones are used instead of reading their files, and v1's unplanned-children
+// check is left to the kernel. A trusted run that fails in any way (a
+// refusal, a read, a write the kernel rejects) is rolled back like any
+// other, to the recorded values (the files' own unless someone wrote one
+// since; that write's event reports it to the watch's handler), its
+// records are dropped, and the plan is applied again reading every value,
+// with every check: that run succeeds or is rolled back to what it read.
+func (w *Writer) apply(p Plan, k *known, trust bool) ([]Write, error) {
+	a := &applier{w: w, known: k, trust: trust && k != nil}
 	err := a.run(p)
 	return a.records, err
 }
@@ -164,6 +175,10 @@ type applier struct {
 	w       *Writer
 	records []Write
 	undo    []undoStep
+	// known records the CPU placement files (nil: none, every value is
+	// read); trust uses the records instead of reading.
+	known *known
+	trust bool
 }
 
 type undoStep struct{ dir, file, old string }
@@ -179,16 +194,30 @@ func (a *applier) run(p Plan) error {
 		return err
 	}
 	if err := a.readCurrent(nodes); err != nil {
-		return err
+		return a.distrust(p, nodes, err)
 	}
 	if err := a.checkRelations(nodes); err != nil {
-		return err
+		return a.distrust(p, nodes, err)
 	}
 	err := a.passes(nodes)
 	if err == nil || a.w.opts.DryRun {
 		return err
 	}
-	return errors.Join(err, a.rollback())
+	return a.distrust(p, nodes, errors.Join(err, a.rollback()))
+}
+
+// distrust handles the failure err of a run: a trusted run (whose writes
+// were rolled back already) drops the records of the plan's cgroups and
+// runs again reading every value; any other run returns err.
+func (a *applier) distrust(p Plan, nodes []*node, err error) error {
+	if !a.trust {
+		return err
+	}
+	for _, n := range nodes {
+		a.known.forget(n.t.Dirs.CPUSet, n.t.Dirs.CPU)
+	}
+	a.trust, a.undo = false, nil
+	return a.run(p)
 }
 
 func (a *applier) passes(nodes []*node) error {
@@ -231,9 +260,9 @@ func (a *applier) passes(nodes []*node) error {
 }
 
 func (a *applier) write(dir, file, old, new string) error {
-	rec := Write{Time: a.w.opts.Now(), Path: filepath.Join(dir, file), Old: old, New: new, DryRun: a.w.opts.DryRun}
+	rec := Write{Time: a.w.opts.Now(), Path: dir + "/" + file, Old: old, New: new, DryRun: a.w.opts.DryRun}
 	if !rec.DryRun {
-		if err := writeFile(dir, file, new); err != nil {
+		if err := a.known.write(dir, file, new); err != nil {
 			return err
 		}
 		a.undo = append(a.undo, undoStep{dir, file, old})
@@ -253,7 +282,7 @@ func (a *applier) rollback() error {
 	var errs []error
 	for i := len(a.undo) - 1; i >= 0; i-- {
 		u := a.undo[i]
-		err := writeFile(u.dir, u.file, u.old)
+		err := a.known.write(u.dir, u.file, u.old)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("rollback: %w", err))
 			continue
@@ -313,8 +342,10 @@ func anySet(nodes []*node, f func(Resources) bool) bool {
 
 // readCurrent reads what the passes compare against. The cpusets and quotas
 // of every node are read when any node sets them, because the relations
-// between levels depend on the values the plan leaves alone too.
+// between levels depend on the values the plan leaves alone too. A trusted
+// run takes them from the record where it has them.
 func (a *applier) readCurrent(nodes []*node) error {
+	read := func(dir, file string) (string, error) { return a.known.read(dir, file, a.trust) }
 	needCPUs := anySet(nodes, func(r Resources) bool { return r.CPUs != nil })
 	needMems := anySet(nodes, func(r Resources) bool { return r.Mems != nil })
 	needQuota := anySet(nodes, func(r Resources) bool { return r.Quota != nil })
@@ -322,7 +353,7 @@ func (a *applier) readCurrent(nodes []*node) error {
 	for _, n := range nodes {
 		d, s := n.t.Dirs, n.t.Set
 		if needCPUs {
-			if n.cpus, err = readCPUSetFile(d.CPUSet, cpusFile); err != nil {
+			if n.cpus, err = readCPUSetWith(d.CPUSet, cpusFile, read); err != nil {
 				return err
 			}
 		}
@@ -332,7 +363,7 @@ func (a *applier) readCurrent(nodes []*node) error {
 			}
 		}
 		if needQuota {
-			if n.quota, err = readQuota(d); err != nil {
+			if n.quota, err = readQuotaWith(d, read); err != nil {
 				return err
 			}
 		}
@@ -601,6 +632,12 @@ func (a *applier) checkUnplannedChildren(nodes []*node, podCPUs cpuset.CPUSet, p
 	pod := nodes[0]
 	d := pod.t.Dirs
 	if d.Unified || (pod.t.Set.CPUs == nil && pod.t.Set.Quota == nil) {
+		return nil
+	}
+	if a.trust {
+		// A trusted run does not list: an unplanned child outside the
+		// narrowed pod makes the kernel reject the pod's write, the run
+		// is rolled back and the plan applied again with this check.
 		return nil
 	}
 	// v1 keeps every child within its parent (a write that would break it

@@ -11,7 +11,10 @@
 //     explicit-set validation live there only (cgpilotctl alloc decides
 //     the same);
 //   - pools.go: Manager.Sync, Forget and Sweep turn decisions into leveled
-//     writes through the Cgroups interface (cgroup.Kubepods in production);
+//     writes through the Cgroups interface (cgroup.Kubepods in production;
+//     the synced pod and a sweep's pods are read before they are written,
+//     the other pods of a pool-wide refresh are written from the record
+//     the cgroup watch keeps, see cgroup.Kubepods.ApplyPod);
 //     Agrees tells the cgroup watch whether a write it saw left the value
 //     the pools want (else the pod is synced: drift is set back at once,
 //     and Sweep is only the slow safety net);

@@ -473,7 +473,11 @@ func (m *Manager) apply(pods []Pod, trigger string, fresh bool, res *Result) int
 			list = m.cg.Children
 		}
 		children, _ := list(pp) // missing pod cgroup: not created yet
-		plan := cgroup.PodCPUs{UID: p.UID, Path: pp, Containers: children, CPUs: want, UnlimitedQuota: excl}
+		// The same two read their cgroups' values before writing; the
+		// others trust what the cgroup tree recorded of its own writes
+		// and reads, which its watch keeps current (see
+		// cgroup.Kubepods.ApplyPod).
+		plan := cgroup.PodCPUs{UID: p.UID, Path: pp, Containers: children, CPUs: want, UnlimitedQuota: excl, Verify: fresh || p.UID == trigger}
 		if !excl && m.unlimited[p.UID] {
 			plan.Quotas = m.kubeletQuotas(p)
 		}

@@ -621,3 +621,36 @@ func TestIsolationCheckpointedAfterTheCgroups(t *testing.T) {
 		t.Fatalf("a flush with nothing to write: %v", err)
 	}
 }
+
+// TestPoolsWhoVerifies: the pod being synced and every pod a sweep checks
+// are read before they are written (PodCPUs.Verify); the other pods of a
+// pool-wide refresh trust what the cgroup tree recorded of its own writes.
+func TestPoolsWhoVerifies(t *testing.T) {
+	f := newPoolsFixture(t)
+	for _, uid := range []string{"s1", "s2"} {
+		f.m.Sync(f.add(uid, cgroup.QoSBurstable, nil, 1), f.all)
+	}
+	verified := func() map[string]bool {
+		out := map[string]bool{}
+		for _, p := range f.cg.applied {
+			out[p.UID] = p.Verify
+		}
+		f.cg.applied = nil
+		return out
+	}
+	verified()
+	db := f.add("db", cgroup.QoSGuaranteed, map[string]string{local.AnnotationCPUPool: "exclusive", local.AnnotationCPUs: "1"}, 1)
+	f.m.Sync(db, f.all)
+	if got := verified(); !got["db"] || got["s1"] || got["s2"] || len(got) != 3 {
+		t.Fatalf("exclusive sync: verified %v, want db only of db, s1, s2", got)
+	}
+	delete(f.pods, "db")
+	f.m.Forget("db", f.all)
+	if got := verified(); got["s1"] || got["s2"] || len(got) != 2 {
+		t.Fatalf("forget: verified %v, want none of s1, s2", got)
+	}
+	f.m.Sweep(f.all())
+	if got := verified(); !got["s1"] || !got["s2"] {
+		t.Fatalf("sweep: verified %v, want every pod", got)
+	}
+}
