@@ -61,6 +61,7 @@ func BenchmarkAgentFootprint(b *testing.B) {
 		rss, peak float64 // MiB
 		targets   float64
 		collector float64 // share of one core in collection rounds (wall time of the single-threaded rounds)
+		fds       float64 // open descriptors at the window's end: the RLIMIT_NOFILE the agent needs
 	}
 	// The aggregator of the third run.
 	aggDir := b.TempDir()
@@ -137,6 +138,10 @@ func BenchmarkAgentFootprint(b *testing.B) {
 		c1, t1 := cpuSeconds(b, pid), time.Now()
 		rounds := roundSum() - r0
 		rss, peak := statusMiB(b, pid, "VmRSS"), statusMiB(b, pid, "VmHWM")
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if err != nil {
+			b.Fatal(err)
+		}
 		b.Logf("%s: RssAnon %.1f MiB, RssFile %.1f MiB", name, statusMiB(b, pid, "RssAnon"), statusMiB(b, pid, "RssFile"))
 		if prof != "" {
 			base := filepath.Join(prof, strings.ReplaceAll(name, " ", "-"))
@@ -144,7 +149,7 @@ func BenchmarkAgentFootprint(b *testing.B) {
 			saveURL(b, "http://"+health+"/debug/pprof/heap?debug=1", base+".heap.txt")
 			saveURL(b, "http://"+health+"/debug/pprof/goroutine?debug=1", base+".goroutines.txt")
 		}
-		r := result{cpu: (c1 - c0) / t1.Sub(t0).Seconds(), rss: rss, peak: peak, collector: rounds / t1.Sub(t0).Seconds()}
+		r := result{cpu: (c1 - c0) / t1.Sub(t0).Seconds(), rss: rss, peak: peak, collector: rounds / t1.Sub(t0).Seconds(), fds: float64(len(fds))}
 		if reports {
 			accepted := metric(b, health, `cgpilot_aggregator_reports_total{result="accepted"}`)
 			failed := metric(b, health, `cgpilot_aggregator_reports_total{result="failed"}`)
@@ -163,7 +168,7 @@ func BenchmarkAgentFootprint(b *testing.B) {
 			}
 		}
 		a.kill()
-		b.Logf("%s: %.3f %% of a core over %v (collection rounds %.3f %%), RSS %.1f MiB (peak %.1f MiB), %v containers sampled", name, 100*r.cpu, t1.Sub(t0).Round(time.Second), 100*r.collector, rss, peak, r.targets)
+		b.Logf("%s: %.3f %% of a core over %v (collection rounds %.3f %%), RSS %.1f MiB (peak %.1f MiB), %v containers sampled, %v descriptors open", name, 100*r.cpu, t1.Sub(t0).Round(time.Second), 100*r.collector, rss, peak, r.targets, r.fds)
 		return r
 	}
 	b.ResetTimer()
@@ -181,6 +186,8 @@ func BenchmarkAgentFootprint(b *testing.B) {
 	b.ReportMetric(on.rss, "rss-MiB")
 	b.ReportMetric(on.peak, "peak-rss-MiB")
 	b.ReportMetric(on.rss/max(base.rss, 1), "rss/pools-rss")
+	b.ReportMetric(base.fds, "pools-fds")
+	b.ReportMetric(on.fds, "fds")
 	b.ReportMetric(100*rep.cpu, "reporting-agent-cpu-%")
 	b.ReportMetric(rep.rss, "reporting-rss-MiB")
 	b.ReportMetric(rep.rss/max(on.rss, 1), "reporting-rss/rss")
