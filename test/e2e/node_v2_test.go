@@ -1,0 +1,182 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/cgroup"
+	"github.com/cgpilot/cgpilot/test/harness"
+	"github.com/cgpilot/cgpilot/test/tier"
+)
+
+// waitV2 polls cond every 50 ms until it holds or timeout passes. The
+// cgroup v2 node runs under qemu TCG, where a pod start takes seconds.
+func waitV2(t testing.TB, what string, timeout time.Duration, cond func() (bool, string)) time.Duration {
+	t.Helper()
+	start := time.Now()
+	last := ""
+	for time.Since(start) < timeout {
+		ok, msg := cond()
+		if ok {
+			return time.Since(start)
+		}
+		last = msg
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: not reached in %v; last: %s", what, timeout, last)
+	return 0
+}
+
+// readCgroupFile reads one file of a cgroup directory, trimmed.
+func readCgroupFile(t testing.TB, dir, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		t.Fatalf("read %s: %v", filepath.Join(dir, file), err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// TestNodeOnCgroupV2 is the node tier on a cgroup v2 kernel (run it with
+// test/v2node/run.sh, which boots the v2 VM): a real control plane,
+// containerd 2, runc and kubelet, all inside the VM. It prints the node's
+// start-up and a pod's start time, checks what the kubelet and runc wrote
+// into the unified hierarchy (cpu.max, memory.max, cpu.weight converted
+// the way cgroup.WeightQuadratic says runc ≥ 1.3.2 does), and then runs the
+// agent: an exclusive pod's container gets its own CPU and cpu.max "max",
+// and a shared pod's container moves off that CPU. The pods use the host
+// network: the VM has no veth (a kernel module it does not load).
+func TestNodeOnCgroupV2(t *testing.T) {
+	bins := tier.Node(t)
+	mounts, err := cgroup.ReadMounts("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mounts.Mode != cgroup.ModeUnified {
+		t.Skipf("needs a cgroup v2 (unified) node, this host is %v: run test/v2node/run.sh", mounts.Mode)
+	}
+	ctx := context.Background()
+	cp := harness.MustStart(t, bins, harness.Options{Controllers: true, ReadyTimeout: 5 * time.Minute, Logf: t.Logf})
+	t.Logf("v2 node: control plane ready after %v", cp.Started.Round(time.Millisecond))
+	n := harness.MustStartNode(t, cp, harness.NodeOptions{ReadyTimeout: 5 * time.Minute})
+	t.Logf("v2 node: node %s Ready after %v (containerd, image import, kubelet)", n.Name(), n.Started.Round(time.Millisecond))
+	cs := cp.Client
+
+	hostNet := func(p *corev1.Pod) *corev1.Pod { p.Spec.HostNetwork = true; return p }
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, hostNet(nodePod("web", n.Name(), "500m", false, nil)), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	running := func(name string) (*corev1.Pod, bool, string) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false, err.Error()
+		}
+		if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Running == nil {
+			return p, false, fmt.Sprintf("phase %s, statuses %+v", p.Status.Phase, p.Status.ContainerStatuses)
+		}
+		return p, true, ""
+	}
+	var web *corev1.Pod
+	podStart := waitV2(t, "pod web running", 3*time.Minute, func() (bool, string) {
+		p, ok, msg := running("web")
+		web = p
+		return ok, msg
+	})
+	t.Logf("v2 node: pod start (create -> container running, seen by the API) %v", podStart.Round(time.Millisecond))
+
+	l, err := cgroup.NewLayout(mounts, cgroup.LayoutConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qos := cgroup.QoS(web.Status.QOSClass)
+	pd, err := l.PodDirs(string(web.UID), qos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cd, err := l.ContainerDirs(string(web.UID), qos, web.Status.ContainerStatuses[0].ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cd.Unified || cd.CPU != cd.Memory || cd.CPU != cd.CPUSet {
+		t.Fatalf("container dirs %+v: want one unified directory", cd)
+	}
+	t.Logf("v2 node: pod cgroup %s, container cgroup %s", pd.CPU, cd.CPU)
+	// 100m request = 102 shares; 500m limit = 50 ms per 100 ms; 64Mi limit.
+	// The two levels convert shares to cpu.weight differently: runc 1.5.2
+	// (the container) the quadratic way (17), the kubelet 1.36 itself (the
+	// pod; getCPUWeight in pkg/kubelet/cm) still the linear way (4).
+	ctrWeight := strconv.FormatUint(cgroup.WeightQuadratic.SharesToWeight(102), 10)
+	podWeight := strconv.FormatUint(cgroup.WeightLinear.SharesToWeight(102), 10)
+	checks := []struct{ dir, file, want string }{
+		{cd.CPU, "cpu.max", "50000 100000"},
+		{cd.Memory, "memory.max", strconv.Itoa(64 << 20)},
+		{cd.CPU, "cpu.weight", ctrWeight},
+		{pd.CPU, "cpu.max", "50000 100000"},
+		{pd.Memory, "memory.max", strconv.Itoa(64 << 20)},
+		{pd.CPU, "cpu.weight", podWeight},
+	}
+	for _, c := range checks {
+		if got := readCgroupFile(t, c.dir, c.file); got != c.want {
+			t.Errorf("%s/%s = %q, want %q", c.dir, c.file, got, c.want)
+		}
+	}
+
+	// The agent, in this process, as in the host's node tier.
+	na := startAgentOn(t, cp, n, nil)
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, hostNet(nodePod("db", n.Name(), "1", true, map[string]string{local.AnnotationCPUPool: "exclusive"})), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctrDir := func(name string) (string, string) {
+		p, ok, msg := running(name)
+		if !ok {
+			return "", msg
+		}
+		rel, err := na.kp.ContainerPath(string(p.UID), cgroup.QoS(p.Status.QOSClass), p.Status.ContainerStatuses[0].ContainerID)
+		if err != nil {
+			return "", err.Error()
+		}
+		return rel, ""
+	}
+	cpus := func(rel string) string {
+		set, err := na.kp.ReadCPUs(rel)
+		if err != nil {
+			return err.Error()
+		}
+		return set.String()
+	}
+	var excl, dbRel string
+	took := waitV2(t, "exclusive container pinned, shared moved off", 3*time.Minute, func() (bool, string) {
+		_, ann := statusOf(t, cs, "db")
+		excl = ann[local.AnnotationAllocatedCPUs]
+		var msg string
+		if dbRel, msg = ctrDir("db"); dbRel == "" || excl == "" {
+			return false, fmt.Sprintf("allocated %q, db: %s", excl, msg)
+		}
+		webRel, _ := ctrDir("web")
+		shared := na.all.Difference(mustSet(t, excl)).String()
+		return cpus(dbRel) == excl && cpus(webRel) == shared, fmt.Sprintf("db %s (want %s), web %s (want %s)", cpus(dbRel), excl, cpus(webRel), shared)
+	})
+	t.Logf("v2 node: db exclusive on %s, web on the rest, %v after the create", excl, took.Round(time.Millisecond))
+	dd, err := na.kp.Layout().DirsAt(dbRel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readCgroupFile(t, dd.CPU, "cpu.max"); got != "max 100000" {
+		t.Errorf("exclusive container %s/cpu.max = %q, want \"max 100000\" (no quota)", dd.CPU, got)
+	}
+	if got := readCgroupFile(t, dd.CPUSet, "cpuset.cpus.effective"); got != excl {
+		t.Errorf("exclusive container %s/cpuset.cpus.effective = %q, want %q", dd.CPUSet, got, excl)
+	}
+}
