@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/cgroup"
@@ -130,6 +131,48 @@ func TestNodeOnCgroupV2(t *testing.T) {
 	for _, c := range checks {
 		if got := readCgroupFile(t, c.dir, c.file); got != c.want {
 			t.Errorf("%s/%s = %q, want %q", c.dir, c.file, got, c.want)
+		}
+	}
+
+	// An in-place resize through pods/resize: the kubelet and runc rewrite
+	// both levels without a restart, and the kubelet reports it done.
+	patch := `{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"200m","memory":"32Mi"},"limits":{"cpu":"800m","memory":"96Mi"}}}]}}`
+	if _, err := cs.CoreV1().Pods("default").Patch(ctx, "web", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "resize"); err != nil {
+		t.Fatal(err)
+	}
+	resized := waitV2(t, "resize of web applied", 3*time.Minute, func() (bool, string) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].Resources == nil {
+			return false, fmt.Sprint(err)
+		}
+		st := p.Status.ContainerStatuses[0]
+		lim := st.Resources.Limits[corev1.ResourceCPU]
+		if lim.MilliValue() != 800 || readCgroupFile(t, cd.CPU, "cpu.max") != "80000 100000" {
+			return false, fmt.Sprintf("status limits %v, cpu.max %s, conditions %+v", st.Resources.Limits, readCgroupFile(t, cd.CPU, "cpu.max"), p.Status.Conditions)
+		}
+		return true, ""
+	})
+	t.Logf("v2 node: in-place resize (patch -> kubelet status and cpu.max) %v", resized.Round(time.Millisecond))
+	if web, err = cs.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := web.Status.ContainerStatuses[0].RestartCount; n != 0 {
+		t.Errorf("web restarted %d times during the in-place resize", n)
+	}
+	// 200m = 204 shares.
+	ctrWeight = strconv.FormatUint(cgroup.WeightQuadratic.SharesToWeight(204), 10)
+	podWeight = strconv.FormatUint(cgroup.WeightLinear.SharesToWeight(204), 10)
+	checks = []struct{ dir, file, want string }{
+		{cd.CPU, "cpu.max", "80000 100000"},
+		{cd.Memory, "memory.max", strconv.Itoa(96 << 20)},
+		{cd.CPU, "cpu.weight", ctrWeight},
+		{pd.CPU, "cpu.max", "80000 100000"},
+		{pd.Memory, "memory.max", strconv.Itoa(96 << 20)},
+		{pd.CPU, "cpu.weight", podWeight},
+	}
+	for _, c := range checks {
+		if got := readCgroupFile(t, c.dir, c.file); got != c.want {
+			t.Errorf("after the resize: %s/%s = %q, want %q", c.dir, c.file, got, c.want)
 		}
 	}
 
