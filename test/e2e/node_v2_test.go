@@ -69,7 +69,9 @@ func TestNodeOnCgroupV2(t *testing.T) {
 		t.Skipf("needs a cgroup v2 (unified) node, this host is %v: run test/v2node/run.sh", mounts.Mode)
 	}
 	ctx := context.Background()
-	cp := harness.MustStart(t, bins, harness.Options{Controllers: true, ReadyTimeout: 5 * time.Minute, Logf: t.Logf})
+	// No controller-manager or scheduler: the pods name their node and mount
+	// no token, and every CPU second in the TCG-emulated VM counts.
+	cp := harness.MustStart(t, bins, harness.Options{ReadyTimeout: 5 * time.Minute, Logf: t.Logf})
 	t.Logf("v2 node: control plane ready after %v", cp.Started.Round(time.Millisecond))
 	n := harness.MustStartNode(t, cp, harness.NodeOptions{ReadyTimeout: 5 * time.Minute})
 	t.Logf("v2 node: node %s Ready after %v (containerd, image import, kubelet)", n.Name(), n.Started.Round(time.Millisecond))
@@ -96,6 +98,17 @@ func TestNodeOnCgroupV2(t *testing.T) {
 		return ok, msg
 	})
 	t.Logf("v2 node: pod start (create -> container running, seen by the API) %v", podStart.Round(time.Millisecond))
+	if evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web"}); err == nil {
+		var steps []string
+		for _, e := range evs.Items {
+			at := e.EventTime.Time
+			if at.IsZero() {
+				at = e.FirstTimestamp.Time
+			}
+			steps = append(steps, fmt.Sprintf("%s +%v", e.Reason, at.Sub(web.CreationTimestamp.Time).Round(time.Second)))
+		}
+		t.Logf("v2 node: web's events after its creation (1 s resolution): %s", strings.Join(steps, ", "))
+	}
 
 	l, err := cgroup.NewLayout(mounts, cgroup.LayoutConfig{})
 	if err != nil {
@@ -176,8 +189,10 @@ func TestNodeOnCgroupV2(t *testing.T) {
 		}
 	}
 
-	// The agent, in this process, as in the host's node tier.
-	na := startAgentOn(t, cp, n, nil)
+	// The agent, in this process, as in the host's node tier, with
+	// right-sizing's CRD and short windows.
+	b := startRightsizeAgent(t, cp, n)
+	na := b.na
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, hostNet(nodePod("db", n.Name(), "1", true, map[string]string{local.AnnotationCPUPool: "exclusive"})), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -222,4 +237,55 @@ func TestNodeOnCgroupV2(t *testing.T) {
 	if got := readCgroupFile(t, dd.CPUSet, "cpuset.cpus.effective"); got != excl {
 		t.Errorf("exclusive container %s/cpuset.cpus.effective = %q, want %q", dd.CPUSet, got, excl)
 	}
+
+	// An OOM raise, seen through the v2 memory.events (and the eBPF watcher
+	// where the kernel has BTF), as TestNodeOOMBump on the host: a loop
+	// that needs 150 MB under a 100Mi limit is OOM-killed until the agent
+	// raises the limit in the cgroup, then through pods/resize.
+	b.policy(t, "hog", map[string]any{"mode": "InPlace", "step": "1h", "minHistory": "24h",
+		"podSelector": map[string]any{"matchLabels": map[string]any{"app": "hog"}}})
+	cmd := `n=0; until head -c 157286400 /dev/zero | tail >/dev/null; do n=$((n+1)); echo "attempt $n killed"; sleep 1; done; echo "held 150 MB after $n kills"; exec sleep 3600`
+	hog := hostNet(busyboxPod("hog", map[string]string{"app": "hog"}, cmd, rl("100m", "64Mi"), rl("500m", "100Mi")))
+	hog.Spec.NodeName = n.Name()
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, hog, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var hogRel string
+	raised := waitV2(t, "hog's memory limit raised above 150 MB in the cgroup and the spec", 5*time.Minute, func() (bool, string) {
+		p := b.pod(t, "hog")
+		var ok bool
+		if hogRel, ok = b.containerCgroup(t, p); !ok {
+			return false, "no container yet"
+		}
+		cur, err := na.kp.ReadCurrent(hogRel)
+		if err != nil {
+			return false, err.Error()
+		}
+		lim := milli(p.Spec.Containers[0].Resources.Limits, corev1.ResourceMemory)
+		return cur.MemoryLimit >= 150<<20 && lim >= 150<<20, fmt.Sprintf("cgroup limit %d, spec limit %d", cur.MemoryLimit, lim)
+	})
+	hd, err := na.kp.Layout().DirsAt(hogRel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kills := oomKills(t, hd.Memory)
+	if kills < 1 {
+		t.Errorf("%s/memory.events: oom_kill %d, want at least 1", hd.Memory, kills)
+	}
+	if got := readCgroupFile(t, hd.Memory, "memory.max"); got == strconv.Itoa(100<<20) {
+		t.Errorf("%s/memory.max still the old 100Mi", hd.Memory)
+	}
+	if rc := b.pod(t, "hog").Status.ContainerStatuses[0].RestartCount; rc != 0 {
+		t.Errorf("hog restarted %d times", rc)
+	}
+	evs, _ := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=hog"})
+	reasons := map[string]int{}
+	for _, e := range evs.Items {
+		reasons[e.Reason] += int(max(e.Count, 1))
+	}
+	if reasons["OOMKilled"] < 1 || reasons["MemoryRaised"] < 1 {
+		t.Errorf("hog's events %v: want OOMKilled and MemoryRaised", reasons)
+	}
+	t.Logf("v2 node: hog raised to memory.max %s after %d OOM kill(s) (memory.events), %v after the create; events %v",
+		readCgroupFile(t, hd.Memory, "memory.max"), kills, raised.Round(time.Millisecond), reasons)
 }

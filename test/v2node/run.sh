@@ -7,7 +7,7 @@
 #   test/v2node/run.sh -run 'TestNodeExclusivePool' -v
 #
 # The whole test bed runs in the guest, on its loopback: the e2e test binary
-# starts etcd, kube-apiserver, the controllers, containerd and the kubelet
+# starts etcd, kube-apiserver, containerd and the kubelet
 # through test/harness exactly as on the host, so the guest needs no network
 # device and no kernel module. What that costs, and how the node differs from
 # the host's:
@@ -20,11 +20,14 @@
 #     (the tests that run here use hostNetwork pods where it matters).
 # The guest gets the binaries, their shared libraries (`ldd`), busybox (for
 # the kubelet's `mount` and the harness's `ip`), the CNI plugins, a pause
-# image archive built here, and a few /etc files.
+# image archive built here, a few /etc files, and go.mod and deploy/crds
+# (the tests read the RightsizePolicy CRD from the repository).
 #
 # Default test flags: -run '^(TestNodeOnCgroupV2)$' -v (see V2NODE_RUN).
 # Environment: V2NODE_MEM (4G), V2NODE_TIMEOUT (900 s), V2NODE_KEEP=1 keeps
-# the staging dir; the V2VM_* variables of test/v2vm/run.sh apply too.
+# the staging dir, V2NODE_CONTROLLERS=1 also packs kube-controller-manager
+# and kube-scheduler (for tests that start them); the V2VM_* variables of
+# test/v2vm/run.sh apply too.
 #
 # Exit status: test/v2vm/run.sh's (0 pass, 1 fail, 124 timeout, 125 the guest
 # died, 2 setup error).
@@ -58,7 +61,11 @@ mkdir -p "$stage"/{opt/k8s,opt/runtime,usr/lib/cni,bin,sbin,usr/bin,usr/sbin,etc
 
 # Hard links where the cache and the staging dir share a filesystem.
 put() { ln -f "$1" "$2" 2>/dev/null || cp "$1" "$2"; }
-for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet; do put "$k8s/$b" "$stage/opt/k8s/$b"; done
+k8s_bins=(etcd kube-apiserver kubelet)
+# TestNodeOnCgroupV2 runs no controller-manager or scheduler: 170 MB less to
+# unpack. Tests that start them (harness.Options.Controllers) need this.
+[ "${V2NODE_CONTROLLERS:-0}" = 1 ] && k8s_bins+=(kube-controller-manager kube-scheduler)
+for b in "${k8s_bins[@]}"; do put "$k8s/$b" "$stage/opt/k8s/$b"; done
 for b in containerd containerd-shim-runc-v2 ctr runc; do put "$rt/$b" "$stage/opt/runtime/$b"; done
 for b in ptp host-local loopback; do put "$cni/$b" "$stage/usr/lib/cni/$b"; done
 put "$busybox" "$stage/bin/busybox"
@@ -83,6 +90,12 @@ printf '127.0.0.1 localhost\n::1 localhost\n' >"$stage/etc/hosts"
 printf 'nameserver 127.0.0.1\n' >"$stage/etc/resolv.conf"
 printf 'hosts: files dns\n' >"$stage/etc/nsswitch.conf"
 head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$stage/etc/machine-id"
+
+# The tests find "the repository" (tier.RepoRoot: the main module's go.mod
+# above their directory, /v2vm/pN) for the RightsizePolicy CRD.
+mkdir -p "$stage/v2vm/deploy"
+cp go.mod "$stage/v2vm/go.mod"
+cp -r deploy/crds "$stage/v2vm/deploy/crds"
 
 go run ./test/v2node/pausetar "$stage/v2node/pause.tar" || die "building the pause image failed"
 t_staged=$(now)
