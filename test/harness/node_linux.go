@@ -62,9 +62,8 @@ type NodeOptions struct {
 	// PATH.
 	RuntimeBinDir string
 	// Snapshotter is containerd's snapshotter for the CRI's images
-	// (default $CGPILOT_NODE_SNAPSHOTTER, else "overlayfs"). The cgroup v2
-	// VM (test/v2node) uses "native": its kernel has overlayfs as a module
-	// and the VM loads none.
+	// (default $CGPILOT_NODE_SNAPSHOTTER, else "overlayfs"); "native"
+	// (copies) runs where the kernel has no overlayfs.
 	Snapshotter string
 	// NoPivotRoot makes runc enter containers with MS_MOVE and chroot
 	// instead of pivot_root (runc's --no-pivot; default true when
