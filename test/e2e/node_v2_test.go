@@ -54,11 +54,13 @@ func readCgroupFile(t testing.TB, dir, file string) string {
 // test/v2node/run.sh, which boots the v2 VM): a real control plane,
 // containerd 2, runc and kubelet, all inside the VM. It prints the node's
 // start-up and a pod's start time, checks what the kubelet and runc wrote
-// into the unified hierarchy (cpu.max, memory.max, cpu.weight converted
-// the way cgroup.WeightQuadratic says runc ≥ 1.3.2 does), and then runs the
-// agent: an exclusive pod's container gets its own CPU and cpu.max "max",
-// and a shared pod's container moves off that CPU. The pods use the host
-// network: the VM has no veth (a kernel module it does not load).
+// into the unified hierarchy (cpu.max, memory.max, cpu.weight: the kubelet
+// converts shares linearly on the pod level, runc ≥ 1.3.2 quadratically on
+// the container's), before and after an in-place resize through
+// pods/resize, and then runs the agent: an exclusive pod's container gets
+// its own CPU and cpu.max "max", a shared pod's container moves off that
+// CPU, and an OOM-killed container's memory limit is raised. The pods have
+// their own network namespace (ptp CNI; the VM loads veth).
 func TestNodeOnCgroupV2(t *testing.T) {
 	bins := tier.Node(t)
 	mounts, err := cgroup.ReadMounts("/proc")
@@ -77,8 +79,7 @@ func TestNodeOnCgroupV2(t *testing.T) {
 	t.Logf("v2 node: node %s Ready after %v (containerd, image import, kubelet)", n.Name(), n.Started.Round(time.Millisecond))
 	cs := cp.Client
 
-	hostNet := func(p *corev1.Pod) *corev1.Pod { p.Spec.HostNetwork = true; return p }
-	if _, err := cs.CoreV1().Pods("default").Create(ctx, hostNet(nodePod("web", n.Name(), "500m", false, nil)), metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, nodePod("web", n.Name(), "500m", false, nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	running := func(name string) (*corev1.Pod, bool, string) {
@@ -97,7 +98,10 @@ func TestNodeOnCgroupV2(t *testing.T) {
 		web = p
 		return ok, msg
 	})
-	t.Logf("v2 node: pod start (create -> container running, seen by the API) %v", podStart.Round(time.Millisecond))
+	t.Logf("v2 node: pod start (create -> container running, seen by the API) %v; pod IP %s (ptp, its own netns)", podStart.Round(time.Millisecond), web.Status.PodIP)
+	if web.Status.PodIP == "" || web.Spec.HostNetwork {
+		t.Errorf("web: pod IP %q, host network %v: want an address of the ptp CNI's subnet", web.Status.PodIP, web.Spec.HostNetwork)
+	}
 	if evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web"}); err == nil {
 		var steps []string
 		for _, e := range evs.Items {
@@ -193,7 +197,7 @@ func TestNodeOnCgroupV2(t *testing.T) {
 	// right-sizing's CRD and short windows.
 	b := startRightsizeAgent(t, cp, n)
 	na := b.na
-	if _, err := cs.CoreV1().Pods("default").Create(ctx, hostNet(nodePod("db", n.Name(), "1", true, map[string]string{local.AnnotationCPUPool: "exclusive"})), metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, nodePod("db", n.Name(), "1", true, map[string]string{local.AnnotationCPUPool: "exclusive"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ctrDir := func(name string) (string, string) {
@@ -241,19 +245,28 @@ func TestNodeOnCgroupV2(t *testing.T) {
 	// An OOM raise, seen through the v2 memory.events (and the eBPF watcher
 	// where the kernel has BTF), as TestNodeOOMBump on the host: a loop
 	// that needs 150 MB under a 100Mi limit is OOM-killed until the agent
-	// raises the limit in the cgroup, then through pods/resize.
+	// raises the limit in the cgroup, then through pods/resize. One v1/v2
+	// difference: on v2 the kubelet (1.36, singleProcessOOMKill false) sets
+	// memory.oom.group=1 on every container's cgroup, so the kernel kills
+	// the whole container, not just the process that asked too much, and
+	// the container restarts until a raise reaches its new cgroup; on v1
+	// only that process dies (TestNodeOOMBump asserts no restart there).
 	b.policy(t, "hog", map[string]any{"mode": "InPlace", "step": "1h", "minHistory": "24h",
 		"podSelector": map[string]any{"matchLabels": map[string]any{"app": "hog"}}})
 	cmd := `n=0; until head -c 157286400 /dev/zero | tail >/dev/null; do n=$((n+1)); echo "attempt $n killed"; sleep 1; done; echo "held 150 MB after $n kills"; exec sleep 3600`
-	hog := hostNet(busyboxPod("hog", map[string]string{"app": "hog"}, cmd, rl("100m", "64Mi"), rl("500m", "100Mi")))
+	hog := busyboxPod("hog", map[string]string{"app": "hog"}, cmd, rl("100m", "64Mi"), rl("500m", "100Mi"))
 	hog.Spec.NodeName = n.Name()
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, hog, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var hogRel string
-	raised := waitV2(t, "hog's memory limit raised above 150 MB in the cgroup and the spec", 5*time.Minute, func() (bool, string) {
-		p := b.pod(t, "hog")
-		var ok bool
+	var hogPod *corev1.Pod
+	var hogRel, oomGroup string
+	raised := waitV2(t, "hog's running container has a memory limit above 150 MB in its cgroup and the spec", 5*time.Minute, func() (bool, string) {
+		p, ok, msg := running("hog")
+		if !ok {
+			return false, msg
+		}
+		hogPod = p
 		if hogRel, ok = b.containerCgroup(t, p); !ok {
 			return false, "no container yet"
 		}
@@ -261,22 +274,31 @@ func TestNodeOnCgroupV2(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
+		if d, err := na.kp.Layout().DirsAt(hogRel); err == nil {
+			if raw, err := os.ReadFile(filepath.Join(d.Memory, "memory.oom.group")); err == nil {
+				oomGroup = strings.TrimSpace(string(raw))
+			}
+		}
 		lim := milli(p.Spec.Containers[0].Resources.Limits, corev1.ResourceMemory)
 		return cur.MemoryLimit >= 150<<20 && lim >= 150<<20, fmt.Sprintf("cgroup limit %d, spec limit %d", cur.MemoryLimit, lim)
 	})
-	hd, err := na.kp.Layout().DirsAt(hogRel)
+	// memory.events is hierarchical on v2: the pod's counts the kills in
+	// every container it had, also those a restart removed.
+	hpd, err := na.kp.Layout().PodDirs(string(hogPod.UID), cgroup.QoS(hogPod.Status.QOSClass))
 	if err != nil {
 		t.Fatal(err)
 	}
-	kills := oomKills(t, hd.Memory)
+	kills := oomKills(t, hpd.Memory)
 	if kills < 1 {
-		t.Errorf("%s/memory.events: oom_kill %d, want at least 1", hd.Memory, kills)
+		t.Errorf("%s/memory.events: oom_kill %d, want at least 1", hpd.Memory, kills)
 	}
-	if got := readCgroupFile(t, hd.Memory, "memory.max"); got == strconv.Itoa(100<<20) {
-		t.Errorf("%s/memory.max still the old 100Mi", hd.Memory)
+	if oomGroup != "1" {
+		t.Errorf("hog's container memory.oom.group = %q, want 1 (the kubelet's default on cgroup v2)", oomGroup)
 	}
-	if rc := b.pod(t, "hog").Status.ContainerStatuses[0].RestartCount; rc != 0 {
-		t.Errorf("hog restarted %d times", rc)
+	st := hogPod.Status.ContainerStatuses[0]
+	last := "none"
+	if tm := st.LastTerminationState.Terminated; tm != nil {
+		last = fmt.Sprintf("%s (exit %d)", tm.Reason, tm.ExitCode)
 	}
 	evs, _ := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=hog"})
 	reasons := map[string]int{}
@@ -286,6 +308,14 @@ func TestNodeOnCgroupV2(t *testing.T) {
 	if reasons["OOMKilled"] < 1 || reasons["MemoryRaised"] < 1 {
 		t.Errorf("hog's events %v: want OOMKilled and MemoryRaised", reasons)
 	}
-	t.Logf("v2 node: hog raised to memory.max %s after %d OOM kill(s) (memory.events), %v after the create; events %v",
-		readCgroupFile(t, hd.Memory, "memory.max"), kills, raised.Round(time.Millisecond), reasons)
+	// Raised, it holds its 150 MB: no further kill or restart.
+	time.Sleep(10 * time.Second)
+	if now := oomKills(t, hpd.Memory); now != kills {
+		t.Errorf("%s/memory.events: oom_kill %d, then %d 10 s after the raise", hpd.Memory, kills, now)
+	}
+	if p, _, _ := running("hog"); p == nil || p.Status.ContainerStatuses[0].RestartCount != st.RestartCount {
+		t.Errorf("hog restarted after the raise")
+	}
+	t.Logf("v2 node: hog raised to memory.max %d after %d OOM kill(s) (the pod's memory.events), %v after the create; memory.oom.group %s, %d restart(s), last termination %s; events %v",
+		milli(hogPod.Spec.Containers[0].Resources.Limits, corev1.ResourceMemory), kills, raised.Round(time.Millisecond), oomGroup, st.RestartCount, last, reasons)
 }

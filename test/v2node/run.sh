@@ -9,15 +9,12 @@
 # The whole test bed runs in the guest, on its loopback: the e2e test binary
 # starts etcd, kube-apiserver, containerd and the kubelet
 # through test/harness exactly as on the host, so the guest needs no network
-# device and no kernel module. What that costs, and how the node differs from
-# the host's:
-#   - containerd's snapshotter is "native" (copies): overlayfs is a module
-#     of the VM's Debian kernel (CONFIG_OVERLAY_FS=m) and the VM loads none;
-#   - runc runs with NoPivotRoot (MS_MOVE + chroot): pivot_root fails when
-#     the host's root is the initramfs;
-#   - the CNI config is the harness's ptp one, so containerd reports
-#     NetworkReady, but veth is a module too: only hostNetwork pods start
-#     (the tests that run here use hostNetwork pods where it matters).
+# device. The VM's init loads overlay and veth (modules of the VM's Debian
+# kernel, kept by test/v2vm/kernel.sh; V2VM_MODULES=1), so containerd uses
+# the overlayfs snapshotter and pods get their own network namespace through
+# the harness's ptp CNI config, as on the host. One thing differs from the
+# host's node: runc runs with NoPivotRoot (MS_MOVE + chroot), because
+# pivot_root fails when the host's root is the initramfs.
 # The guest gets the binaries, their shared libraries (`ldd`), busybox (for
 # the kubelet's `mount` and the harness's `ip`), the CNI plugins, a pause
 # image archive built here, a few /etc files, and go.mod and deploy/crds
@@ -104,10 +101,10 @@ note "staged $(du -sh --apparent-size "$stage" | cut -f1) in $(dt "$t0" "$t_stag
 args=("$@")
 [ ${#args[@]} -gt 0 ] || args=(-run "${V2NODE_RUN:-^(TestNodeOnCgroupV2)\$}" -v)
 set +e
-V2VM_EXTRA_ROOT=$stage test/v2vm/run.sh -m "${V2NODE_MEM:-4G}" -t "${V2NODE_TIMEOUT:-900}" \
+V2VM_MODULES=1 V2VM_EXTRA_ROOT=$stage test/v2vm/run.sh -m "${V2NODE_MEM:-4G}" -t "${V2NODE_TIMEOUT:-900}" \
   -e CGPILOT_TEST_E2E=1 -e CGPILOT_TEST_NODE=1 \
   -e CGPILOT_K8S_BINS=/opt/k8s -e CGPILOT_RUNTIME_BINS=/opt/runtime \
-  -e CGPILOT_NODE_SNAPSHOTTER=native -e CGPILOT_NODE_NO_PIVOT=1 -e CGPILOT_PAUSE_ARCHIVE=/v2node/pause.tar \
+  -e CGPILOT_NODE_NO_PIVOT=1 -e CGPILOT_PAUSE_ARCHIVE=/v2node/pause.tar \
   -e PATH=/bin:/sbin:/usr/bin:/usr/sbin \
   ./test/e2e "${args[@]}"
 rc=$?
