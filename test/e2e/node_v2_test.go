@@ -304,6 +304,13 @@ func TestNodeOnCgroupV2(t *testing.T) {
 	reasons := map[string]int{}
 	for _, e := range evs.Items {
 		reasons[e.Reason] += int(max(e.Count, 1))
+		if e.Type == corev1.EventTypeWarning {
+			from := e.ReportingController
+			if from == "" {
+				from = e.Source.Component
+			}
+			t.Logf("v2 node: hog Warning %s from %s: %s", e.Reason, from, e.Message)
+		}
 	}
 	if reasons["OOMKilled"] < 1 || reasons["MemoryRaised"] < 1 {
 		t.Errorf("hog's events %v: want OOMKilled and MemoryRaised", reasons)
