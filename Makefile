@@ -29,14 +29,15 @@ BENCHFLAGS ?= -benchmem
 
 present = $(strip $(foreach p,$(1),$(if $(shell find $(patsubst %/...,%,$(p)) -name '*.go' -print -quit 2>/dev/null),$(p))))
 
-.PHONY: help build test test-unit test-kernel test-v2 test-e2e bench bench-all lint fuzz generate deps demo demo-down
+.PHONY: help build test test-unit test-kernel test-v2 test-v2node test-e2e bench bench-all lint fuzz generate deps demo demo-down
 
 help:
 	@echo "build       build cgpilot-agent and cgpilotctl into bin/"
-	@echo "test        install what is missing (make deps), then every test tier this machine supports: unit, kernel, v2, e2e"
+	@echo "test        install what is missing (make deps), then every test tier this machine supports: unit, kernel, v2, v2node, e2e"
 	@echo "test-unit   go vet + go test ./... (no root, no kernel, no cluster)"
 	@echo "test-kernel real cgroup writes on this host (root)"
 	@echo "test-v2     tests in a cgroup v2 qemu VM (PKG=./pkg/... to choose; default: $(V2_PKGS))"
+	@echo "test-v2node the node tier in the cgroup v2 VM: control plane, containerd 2, runc, kubelet and the agent (test/v2node/run.sh)"
 	@echo "test-e2e    real etcd + kube-apiserver (+ kubelet/containerd 2 as root): $(E2E_PKGS)"
 	@echo "bench       the control paths beside their floors, and the footprint: a table, $(BENCH_OUT) and the README's table in $(BENCH_MD) (PATHS=...)"
 	@echo "bench-all   go test -bench over all packages"
@@ -58,7 +59,7 @@ test:
 	@hack/deps.sh test || echo "==> make test: some dependencies are missing (above); the tiers that need them are skipped"
 	@export V2_PRESENT="$(call present,$(V2_PKGS))" E2E_PRESENT="$(call present,$(E2E_PKGS))" RACE="$(RACE)"; \
 	rc=0; summary=""; \
-	for t in unit kernel v2 e2e; do \
+	for t in unit kernel v2 v2node e2e; do \
 	  if why=$$(hack/tier-check.sh $$t); then \
 	    echo "==> tier $$t"; \
 	    if $(MAKE) --no-print-directory test-$$t; then r=PASS; else r=FAIL; rc=1; fi; \
@@ -92,6 +93,13 @@ test-v2:
 	if [ -z "$$pkgs" ]; then echo "test-v2: none of $(V2_PKGS) exist on this branch: nothing to run"; exit 0; fi; \
 	echo "test/v2vm/run.sh $$pkgs $(TESTFLAGS)"; \
 	test/v2vm/run.sh $$pkgs $(TESTFLAGS)
+
+# The node tier on cgroup v2: control plane, containerd 2, runc and the
+# kubelet inside the v2 VM (test/v2node/run.sh; TESTFLAGS as for go test,
+# default -run TestNodeOnCgroupV2 -v).
+test-v2node:
+	@if ! why=$$(hack/tier-check.sh v2node); then echo "test-v2node: $$why" >&2; exit 1; fi
+	test/v2node/run.sh $(TESTFLAGS)
 
 # The agent's e2e tests (test/e2e/agent_*) drive real kubelet-style cgroups
 # too, so they also need the kernel tier (root); without it they skip and say so.

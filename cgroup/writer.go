@@ -20,7 +20,7 @@ type Resources struct {
 	CPUs *cpuset.CPUSet // cpuset.cpus
 	Mems *cpuset.CPUSet // cpuset.mems
 	// Shares in v1 units [2, 262144]; on v2 written as cpu.weight with the
-	// Writer's WeightFormula.
+	// Writer's WeightFormula (a container) or the kubelet's (a pod).
 	Shares *uint64
 	Quota  *Quota // cpu.cfs_quota_us + cpu.cfs_period_us, or cpu.max
 	// MemoryLimit in bytes, -1 = unlimited (memory.limit_in_bytes /
@@ -62,7 +62,9 @@ type WriterOptions struct {
 	// must keep as head room; 0 (or a value that is no fraction: negative,
 	// NaN, infinite) means DefaultMemoryMargin.
 	MemoryMargin float64
-	// Weight converts shares to cpu.weight on v2 (the node runtime's formula).
+	// Weight converts shares to cpu.weight on v2 in containers' cgroups
+	// (the node runtime's formula); pods' cgroups always get the kubelet's,
+	// WeightLinear.
 	Weight WeightFormula
 	// Now stamps audit records; nil means time.Now.
 	Now func() time.Time
@@ -158,6 +160,7 @@ func (w *Writer) Reassert(p Plan) (int, []Write, error) {
 type node struct {
 	t           Target
 	hasChildren bool
+	pod         bool // the pod's own cgroup, which the kubelet writes
 	cpus, mems  cpuset.CPUSet
 	quota       Quota
 	shares      string
@@ -186,7 +189,7 @@ type undoStep struct{ dir, file, old string }
 func (a *applier) run(p Plan) error {
 	nodes := make([]*node, 0, 1+len(p.Containers))
 	// A pod always has child cgroups (at least the sandbox), planned or not.
-	nodes = append(nodes, &node{t: p.Pod, hasChildren: true})
+	nodes = append(nodes, &node{t: p.Pod, hasChildren: true, pod: true})
 	for _, c := range p.Containers {
 		nodes = append(nodes, &node{t: c})
 	}
@@ -368,7 +371,7 @@ func (a *applier) readCurrent(nodes []*node) error {
 			}
 		}
 		if s.Shares != nil {
-			file, _ := sharesFile(d.Unified, *s.Shares, a.w.opts.Weight)
+			file, _ := sharesFile(d.Unified, *s.Shares, a.weight(n))
 			if n.shares, err = readFile(d.CPU, file); err != nil {
 				return err
 			}
@@ -613,7 +616,7 @@ func (a *applier) shares(n *node) error {
 	if s.Shares == nil {
 		return nil
 	}
-	file, value := sharesFile(d.Unified, *s.Shares, a.w.opts.Weight)
+	file, value := sharesFile(d.Unified, *s.Shares, a.weight(n))
 	if value == n.shares {
 		return nil
 	}
@@ -622,6 +625,20 @@ func (a *applier) shares(n *node) error {
 	}
 	n.shares = value
 	return nil
+}
+
+// weight is the shares→cpu.weight conversion of n's level. Containers'
+// cgroups are the runtime's (WriterOptions.Weight); the pod's cgroup is the
+// kubelet's, and the kubelet converts linearly whatever the runtime does
+// (getCPUWeight in pkg/kubelet/cm, Kubernetes 1.36.3; seen in the cgroup v2
+// node tier: a 100m pod gets weight 4 from the kubelet, its container 17
+// from runc 1.5.2). Writing the runtime's value there would disagree with
+// every write of the kubelet's.
+func (a *applier) weight(n *node) WeightFormula {
+	if n.pod {
+		return WeightLinear
+	}
+	return a.w.opts.Weight
 }
 
 // checkUnplannedChildren refuses a v1 pod-level narrowing that a child

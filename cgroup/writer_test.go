@@ -524,3 +524,30 @@ func TestReaderOnFakeTree(t *testing.T) {
 		t.Errorf("removed cgroup: %v, want ErrGone", err)
 	}
 }
+
+// On v2 a pod's cgroup gets the kubelet's shares→weight conversion (linear,
+// Kubernetes 1.36), its containers' the runtime's (quadratic for runc ≥
+// 1.3.2): what the kubelet and runc 1.5.2 write in the v2 node tier
+// (TestNodeOnCgroupV2: weight 4 on the pod, 17 on the container for 100m).
+func TestApplyUnifiedWeightPerLevel(t *testing.T) {
+	fakeCgroupfs(t)
+	pod := t.TempDir()
+	ctr := filepath.Join(pod, "c1")
+	files := map[string]string{"cpu.max": "max 100000", "cpu.weight": "100"}
+	writeTree(t, pod, files)
+	writeTree(t, ctr, files)
+	dirs := func(d string) Dirs { return Dirs{Unified: true, CPU: d, CPUAcct: d, CPUSet: d, Memory: d} }
+	w := NewWriter(WriterOptions{Weight: WeightQuadratic})
+	if _, err := w.Apply(Plan{
+		Pod:        Target{Dirs: dirs(pod), Set: Resources{Shares: ptr[uint64](102)}},
+		Containers: []Target{{Dirs: dirs(ctr), Set: Resources{Shares: ptr[uint64](102)}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, pod, "cpu.weight"); got != "4" {
+		t.Errorf("pod cpu.weight = %s, want 4 (the kubelet's linear conversion of 102 shares)", got)
+	}
+	if got := read(t, ctr, "cpu.weight"); got != "17" {
+		t.Errorf("container cpu.weight = %s, want 17 (runc's quadratic conversion of 102 shares)", got)
+	}
+}

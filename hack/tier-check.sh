@@ -7,6 +7,9 @@
 #   unit    Go (and cgo for the race detector unless RACE is empty)
 #   kernel  Go, root (writes real cgroups on this host)
 #   v2      Go, qemu-system-x86_64, cpio, and a cached kernel or Debian apt to fetch one
+#   v2node  v2 + what the node in the VM needs: 5 GiB of free memory (a 4G
+#           guest), busybox-static, the CNI plugins, and the container runtime
+#           built or buildable (no root: the VM is TCG, the node runs inside)
 #   e2e     Go (the Kubernetes binaries are built from the Go module proxy)
 #   node    e2e + root + CNI plugins, ip, iptables, and the node's container
 #           runtime (containerd 2, runc: test/runtimebins/build.sh) built, or
@@ -16,7 +19,7 @@
 # that exist on this branch; empty means there is nothing to run. RACE (set
 # by the Makefile, -race by default): unit, kernel and e2e need cgo for it.
 set -uo pipefail
-tier=${1:?usage: tier-check.sh unit|kernel|v2|e2e|node}
+tier=${1:?usage: tier-check.sh unit|kernel|v2|v2node|e2e|node}
 no() { echo "$*"; exit 1; }
 root() { [ "$(id -u)" = 0 ] || no "$1"; }
 
@@ -33,13 +36,25 @@ case $tier in
     root "not root: the kernel tier writes real cgroups (run make test-kernel as root)"
     [ -r /proc/self/cgroup ] || no "/proc/self/cgroup unreadable: no cgroup support"
     ;;
-  v2)
+  v2 | v2node)
     [ -n "${V2_PRESENT-x}" ] || no "none of the v2 packages (V2_PKGS) exist on this branch"
     command -v qemu-system-x86_64 >/dev/null || no "qemu-system-x86_64 not found: run make deps"
     command -v cpio >/dev/null || no "cpio not found: run make deps"
     cache=${V2VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cgpilot/v2vm}
     ls "$cache"/kernels/*/vmlinuz >/dev/null 2>&1 || command -v apt-get >/dev/null ||
       no "no cached v2 kernel and no apt-get to fetch one: run make deps on Debian"
+    [ "$tier" = v2 ] && exit 0
+    [ -n "${E2E_PRESENT-x}" ] || no "test/e2e does not exist on this branch"
+    avail=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)
+    [ "${avail:-0}" -ge 5120 ] || no "only ${avail:-?} MiB of memory available: the v2 node's VM takes 4 GiB (V2NODE_MEM)"
+    [ -x /bin/busybox ] || no "/bin/busybox not found: run make deps (busybox-static)"
+    for p in ptp loopback host-local; do
+      [ -x /usr/lib/cni/$p ] || [ -x /opt/cni/bin/$p ] || no "CNI plugin $p not found: run make deps"
+    done
+    if ! "$(dirname "${BASH_SOURCE[0]}")/../test/runtimebins/build.sh" --check >/dev/null 2>&1; then
+      [ "$(go env CGO_ENABLED)" = 1 ] || no "building runc (the node's runtime) needs cgo and no C compiler was found: run make deps (gcc)"
+      pkg-config --exists libseccomp 2>/dev/null || no "building runc (the node's runtime) needs libseccomp: run make deps (pkg-config, libseccomp-dev)"
+    fi
     ;;
   e2e)
     race

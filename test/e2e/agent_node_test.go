@@ -90,9 +90,13 @@ func TestNodeExclusivePool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	quota := filepath.Join(d.CPU, "cpu.cfs_quota_us")
-	if b, err := os.ReadFile(quota); err != nil || strings.TrimSpace(string(b)) != "-1" {
-		t.Fatalf("%s = %q, %v; want -1", quota, b, err)
+	// No quota: -1 on v1, "max" on a v2 node.
+	quota, unlimited := filepath.Join(d.CPU, "cpu.cfs_quota_us"), "-1"
+	if d.Unified {
+		quota, unlimited = filepath.Join(d.CPU, "cpu.max"), "max 100000"
+	}
+	if b, err := os.ReadFile(quota); err != nil || strings.TrimSpace(string(b)) != unlimited {
+		t.Fatalf("%s = %q, %v; want %s", quota, b, err, unlimited)
 	}
 	if err := cs.CoreV1().Pods("default").Delete(ctx, "db", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)

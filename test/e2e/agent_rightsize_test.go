@@ -48,6 +48,13 @@ func startRightsizeNode(t testing.TB, tweaks ...func(*agent.Config)) *rsBed {
 	bins := tier.Node(t)
 	cp := harness.MustStart(t, bins, harness.Options{Controllers: true})
 	n := harness.MustStartNode(t, cp, harness.NodeOptions{})
+	return startRightsizeAgent(t, cp, n, tweaks...)
+}
+
+// startRightsizeAgent installs the RightsizePolicy CRD and runs the agent
+// for node n with right-sizing's short windows.
+func startRightsizeAgent(t testing.TB, cp *harness.ControlPlane, n *harness.Node, tweaks ...func(*agent.Config)) *rsBed {
+	t.Helper()
 	root, err := tier.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -61,7 +61,29 @@ type NodeOptions struct {
 	// test/runtimebins/build.sh). The node uses nothing of the runtime on
 	// PATH.
 	RuntimeBinDir string
+	// Snapshotter is containerd's snapshotter for the CRI's images
+	// (default $CGPILOT_NODE_SNAPSHOTTER, else "overlayfs"); "native"
+	// (copies) runs where the kernel has no overlayfs.
+	Snapshotter string
+	// NoPivotRoot makes runc enter containers with MS_MOVE and chroot
+	// instead of pivot_root (runc's --no-pivot; default true when
+	// $CGPILOT_NODE_NO_PIVOT is 1). pivot_root fails with EINVAL when the
+	// host's root is the initramfs, as in the cgroup v2 VM; runc documents
+	// --no-pivot for exactly that case.
+	NoPivotRoot bool
+	// PauseArchive is a prebuilt pause image archive (default
+	// $CGPILOT_PAUSE_ARCHIVE); empty builds it with the go command, which
+	// the cgroup v2 VM does not have.
+	PauseArchive string
 }
+
+// Environment defaults of NodeOptions, for tests that run a node where the
+// harness cannot choose (the cgroup v2 VM).
+const (
+	SnapshotterEnv  = "CGPILOT_NODE_SNAPSHOTTER"
+	NoPivotRootEnv  = "CGPILOT_NODE_NO_PIVOT"
+	PauseArchiveEnv = "CGPILOT_PAUSE_ARCHIVE"
+)
 
 // RuntimeBinsEnv names the environment variable with the default of
 // NodeOptions.RuntimeBinDir.
@@ -282,6 +304,18 @@ func StartNode(ctx context.Context, cp *ControlPlane, o NodeOptions) (n *Node, e
 	if o.RuntimeBinDir == "" {
 		o.RuntimeBinDir = os.Getenv(RuntimeBinsEnv)
 	}
+	if o.Snapshotter == "" {
+		o.Snapshotter = os.Getenv(SnapshotterEnv)
+	}
+	if o.Snapshotter == "" {
+		o.Snapshotter = "overlayfs"
+	}
+	if !o.NoPivotRoot {
+		o.NoPivotRoot = os.Getenv(NoPivotRootEnv) == "1"
+	}
+	if o.PauseArchive == "" {
+		o.PauseArchive = os.Getenv(PauseArchiveEnv)
+	}
 	if ip := net.ParseIP(o.NodeIP); ip == nil || ip.To4() == nil || ip.IsLoopback() || ip.IsUnspecified() {
 		return nil, fmt.Errorf("%w: node IP %q: want an IPv4 address the kubelet accepts (not loopback or unspecified)", ErrStart, o.NodeIP)
 	}
@@ -373,7 +407,9 @@ func StartNode(ctx context.Context, cp *ControlPlane, o NodeOptions) (n *Node, e
 		return nil, err
 	}
 	pauseTar, busyboxTar := filepath.Join(dir, "images", "pause.tar"), filepath.Join(dir, "images", "busybox.tar")
-	if err := images.Pause(ctx, pauseTar); err != nil {
+	if o.PauseArchive != "" {
+		pauseTar = o.PauseArchive
+	} else if err := images.Pause(ctx, pauseTar); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrStart, err)
 	}
 	if err := images.Busybox(ctx, o.Busybox, busyboxTar); err != nil {
@@ -519,8 +555,8 @@ func (n *Node) writeConfigs(cp *ControlPlane) error {
 		filepath.Join(dir, "containerd", "config.toml"): fmt.Sprintf(containerdConfig,
 			filepath.Join(dir, "containerd", "root"), filepath.Join(dir, "containerd", "state"),
 			n.State.Socket, n.State.Socket+".ttrpc", filepath.Join(dir, "opt"),
-			images.PauseRef, filepath.Join(n.State.RuntimeBins, "containerd-shim-runc-v2"),
-			filepath.Join(n.State.RuntimeBins, "runc"), filepath.Join(dir, "runc"),
+			n.opts.Snapshotter, images.PauseRef, filepath.Join(n.State.RuntimeBins, "containerd-shim-runc-v2"),
+			n.opts.NoPivotRoot, filepath.Join(n.State.RuntimeBins, "runc"), filepath.Join(dir, "runc"),
 			cniBinDir(), filepath.Join(dir, "cni", "net.d")),
 		filepath.Join(dir, "cni", "net.d", "10-ptp.conflist"): fmt.Sprintf(ptpConflist, podSubnet, filepath.Join(dir, "cni", "ipam")),
 	}
@@ -611,7 +647,7 @@ state = %q
 [plugins.'io.containerd.nri.v1.nri']
   disable = true
 [plugins.'io.containerd.cri.v1.images']
-  snapshotter = "overlayfs"
+  snapshotter = %q
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = %q
 [plugins.'io.containerd.cri.v1.runtime']
@@ -626,6 +662,7 @@ state = %q
       runtime_path = %q
       [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
         SystemdCgroup = false
+        NoPivotRoot = %t
         BinaryName = %q
         Root = %q
   [plugins.'io.containerd.cri.v1.runtime'.cni]

@@ -12,15 +12,21 @@
 #
 # The package is downloaded with a private apt configuration (own sources.list,
 # lists and archive dirs under the cache), unpacked with dpkg-deb and never
-# installed: the host's apt state and /boot are untouched. Only vmlinuz and
-# config are kept (8-14 MB). The kernel needs no modules: the serial console,
-# cgroups, PSI, BPF and BTF are built in, and the VM uses no virtio devices.
+# installed: the host's apt state and /boot are untouched. Only vmlinuz,
+# config and a few modules are kept (8-14 MB). The kernel needs no modules
+# for the v2 tier: the serial console, cgroups, PSI, BPF and BTF are built
+# in, and the VM uses no virtio devices. The node tier in the VM
+# (test/v2node) loads overlay and veth (=m in Debian's config), which are
+# kept with what they depend on in modules/, and modules/order lists them in
+# load order (run.sh V2VM_MODULES packs them, the VM's init loads them).
+#   V2VM_KEEP_MODULES       the modules kept (default "overlay veth")
 set -euo pipefail
 
 SUITE=${V2VM_SUITE:-bookworm}
 FLAVOR=${V2VM_FLAVOR:-cloud-amd64}
 CACHE=${V2VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cgpilot/v2vm}
 REFRESH_DAYS=${V2VM_REFRESH_DAYS:-7}
+KEEP_MODULES=${V2VM_KEEP_MODULES:-overlay veth}
 
 die() { echo "v2vm kernel: $*" >&2; exit 2; }
 note() { echo "v2vm kernel: $*" >&2; }
@@ -35,7 +41,12 @@ while getopts "s:f:h" o; do
 done
 
 dir=$CACHE/kernels/$SUITE-$FLAVOR
-fresh() { [ -s "$dir/vmlinuz" ] && [ -z "$(find "$dir/vmlinuz" -mtime +"$REFRESH_DAYS" 2>/dev/null)" ]; }
+# A kernel cached before modules were kept is fetched again (once).
+has_modules() {
+  local m
+  for m in $KEEP_MODULES; do grep -q "/$m\.ko\(\.[a-z]*\)\?\$" "$dir/modules/order" 2>/dev/null || return 1; done
+}
+fresh() { [ -s "$dir/vmlinuz" ] && has_modules && [ -z "$(find "$dir/vmlinuz" -mtime +"$REFRESH_DAYS" 2>/dev/null)" ]; }
 if fresh; then echo "$dir/vmlinuz"; exit 0; fi
 
 for tool in apt-get apt-cache dpkg-deb flock; do
@@ -93,6 +104,27 @@ fetch() (
   mkdir -p "$dir.new"
   cp "$vmlinuz" "$dir.new/vmlinuz"
   [ -z "$config" ] || cp "$config" "$dir.new/config"
+  # The modules and their dependencies, dependencies first. The package has
+  # no modules.dep (depmod writes it at install): a module's own .modinfo
+  # names them ("depends=a,b" among its NUL-separated strings).
+  moddir=$(ls -d "$tmp"/x/lib/modules/*/ "$tmp"/x/usr/lib/modules/*/ 2>/dev/null | head -n1 || true)
+  if [ -n "$moddir" ]; then
+    mkdir -p "$dir.new/modules"
+    : >"$dir.new/modules/order"
+    add() { # add NAME: its dependencies first, then itself
+      local f rel dep
+      f=$(find "$moddir" -name "$1.ko" -o -name "$1.ko.*" | head -n1)
+      [ -n "$f" ] || f=$(find "$moddir" -name "${1//_/-}.ko" -o -name "${1//_/-}.ko.*" | head -n1)
+      [ -n "$f" ] || { echo "module $1 not in $pkg" >&2; return 1; }
+      rel=${f#"$moddir"}
+      grep -qxF "$rel" "$dir.new/modules/order" && return 0
+      for dep in $(tr '\0' '\n' <"$f" | sed -n 's/^depends=//p' | head -n1 | tr ',' ' '); do add "$dep" || return 1; done
+      mkdir -p "$dir.new/modules/$(dirname "$rel")"
+      cp "$f" "$dir.new/modules/$rel"
+      echo "$rel" >>"$dir.new/modules/order"
+    }
+    for m in $KEEP_MODULES; do add "$m" || exit 1; done
+  fi
   (cd "$tmp" && ls ./*.deb | sed 's:^\./::') >"$dir.new/package"
   rm -rf "$dir" && mv "$dir.new" "$dir"
 )

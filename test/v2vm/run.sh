@@ -27,6 +27,12 @@
 #   V2VM_RETRIES  extra boots when the guest dies before reporting (2)
 #   V2VM_KEEP=1   keep the work dir (initramfs, console.log)
 #   V2VM_GOFLAGS  extra flags for `go test -c` (no -race: binaries are static, CGO is off)
+#   V2VM_MODULES=1  pack the kernel modules kernel.sh keeps beside the kernel
+#                 (modules/ and its order file: overlay, veth); the VM's init
+#                 loads them before the tests
+#   V2VM_EXTRA_ROOT  a directory whose tree is added to the guest's / (a second
+#                 cpio archive appended to the initramfs; test/v2node packs a
+#                 whole node in it)
 #
 # Exit status: the first failing test binary's status (0 when all pass);
 # 124 timeout; 125 the guest never reported (kernel panic, init crash, after
@@ -130,10 +136,20 @@ if [[ " ${args[*]} " != *" -test.timeout"* ]]; then
 fi
 printf '%s\n' "${args[@]}" >"$root/v2vm/args"
 printf '%s\n' "${ENVS[@]}" >"$root/v2vm/env"
+if [ "${V2VM_MODULES:-0}" = 1 ]; then
+  mods=$(dirname "$KERNEL")/modules
+  [ -s "$mods/order" ] || die "V2VM_MODULES=1 but $mods/order is missing: the cached kernel predates kept modules (run test/v2vm/kernel.sh with V2VM_REFRESH_DAYS=0), or -k names a kernel without them"
+  cp -r "$mods" "$root/v2vm/modules"
+fi
 
 # Uncompressed newc: the kernel unpacks it directly, and compressing ~10-30 MB
 # of Go binaries costs more time than it saves. -R 0:0 so no root is needed.
 (cd "$root" && find . -print0 | cpio --null -o -H newc -R 0:0 --quiet) >"$work/initrd.cpio"
+# The kernel unpacks concatenated newc archives one after the other.
+if [ -n "${V2VM_EXTRA_ROOT:-}" ]; then
+  [ -d "$V2VM_EXTRA_ROOT" ] || die "V2VM_EXTRA_ROOT=$V2VM_EXTRA_ROOT is not a directory"
+  (cd "$V2VM_EXTRA_ROOT" && find . -print0 | cpio --null -o -H newc -R 0:0 --quiet) >>"$work/initrd.cpio"
+fi
 t_built=$(now)
 
 # ---------------------------------------------------------------- boot ----
