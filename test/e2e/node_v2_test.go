@@ -315,6 +315,12 @@ func TestNodeOnCgroupV2(t *testing.T) {
 	if reasons["OOMKilled"] < 1 || reasons["MemoryRaised"] < 1 {
 		t.Errorf("hog's events %v: want OOMKilled and MemoryRaised", reasons)
 	}
+	// One raise per OOM, not per killed process: with memory.oom.group=1
+	// one OOM kills every process of the container (oom_kill counts each,
+	// oom counts the OOM once).
+	if ooms := v2MemoryEvent(t, hpd.Memory, "oom"); reasons["MemoryRaised"] > ooms {
+		t.Errorf("%d MemoryRaised events for %d OOMs (%s/memory.events; oom_kill %d): want one raise per OOM", reasons["MemoryRaised"], ooms, hpd.Memory, kills)
+	}
 	// Raised, it holds its 150 MB: no further kill or restart.
 	time.Sleep(10 * time.Second)
 	if now := oomKills(t, hpd.Memory); now != kills {
@@ -325,4 +331,24 @@ func TestNodeOnCgroupV2(t *testing.T) {
 	}
 	t.Logf("v2 node: hog raised to memory.max %d after %d OOM kill(s) (the pod's memory.events), %v after the create; memory.oom.group %s, %d restart(s), last termination %s; events %v",
 		milli(hogPod.Spec.Containers[0].Resources.Limits, corev1.ResourceMemory), kills, raised.Round(time.Millisecond), oomGroup, st.RestartCount, last, reasons)
+}
+
+// v2MemoryEvent is a field of a cgroup v2 memory.events.
+func v2MemoryEvent(t testing.TB, memDir, field string) int {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(memDir, "memory.events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, field+" "); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatalf("%s/memory.events: %q: %v", memDir, line, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("%s/memory.events has no %s", memDir, field)
+	return -1
 }

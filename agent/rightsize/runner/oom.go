@@ -99,6 +99,15 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 		r.m.oomBumps.WithLabelValues("not-applied").Inc()
 		return
 	}
+	r.mu.Lock()
+	raisedAt := rp.raisedAt[ref.container]
+	r.mu.Unlock()
+	if sameOOM(ev, raisedAt) {
+		// Recorded (the deferred record), not raised again: the raise
+		// already answered the OOM this kill belongs to.
+		r.m.oomBumps.WithLabelValues("same-oom").Inc()
+		return
+	}
 	instance := ref.uid + "/" + ref.container
 	kills := r.engine.Kills(instance, ev.Time, rightsize.OOMWindow)
 	bumps := r.engine.Bumps(instance, ev.Time, rightsize.OOMWindow)
@@ -135,6 +144,12 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 		}
 	}
 	r.mu.Lock()
+	if err == nil {
+		if rp.raisedAt == nil {
+			rp.raisedAt = map[string]time.Duration{}
+		}
+		rp.raisedAt[ref.container] = written
+	}
 	if rp.oomFloor == nil {
 		rp.oomFloor = map[string]float64{}
 	}
@@ -153,6 +168,24 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 	if err := r.engine.RecordBump(instance, ev.Time, rightsize.OOMWindow); err != nil {
 		r.log.Error(err, "the OOM bump log")
 	}
+}
+
+// sameOOM says whether a kill happened before the container's last raise
+// was written (raisedAt, 0 for none), so at the limit that raise replaced:
+// it belongs to the OOM already answered. On cgroup v2 the kubelet sets
+// memory.oom.group=1 on every container, and the kernel then kills every
+// process of the cgroup at one OOM, each a kill event (the eBPF victim
+// mark, and one count in memory.events' oom_kill); the cgroup v2 node tier
+// saw one OOM raise the limit three times, once a process. A kill at the
+// raised limit comes after the write. The counters backend has no kernel
+// time: the time it saw the count change stands in, which is also before
+// the write for kills counted together.
+func sameOOM(ev oomwatch.Event, raisedAt time.Duration) bool {
+	at := ev.Kernel
+	if at == 0 {
+		at = ev.Seen
+	}
+	return raisedAt > 0 && at > 0 && at <= raisedAt
 }
 
 // oomInput is what the OOM bump of p's container needs, and the memory

@@ -187,3 +187,28 @@ func TestOOMPathBuildsNoDecisionInput(t *testing.T) {
 		t.Fatalf("a decision made %d exclusive-core lookups, want 1: the test no longer tells the two apart", n)
 	}
 }
+
+// TestSameOOM: a kill from before the container's last raise was written
+// belongs to the OOM that raise answered (memory.oom.group kills every
+// process at one OOM); a kill after it is a new OOM at the raised limit.
+func TestSameOOM(t *testing.T) {
+	const raised = 10 * time.Second // the raise's write, CLOCK_MONOTONIC
+	for _, tc := range []struct {
+		name string
+		ev   oomwatch.Event
+		at   time.Duration
+		want bool
+	}{
+		{"no raise yet", oomwatch.Event{Kernel: 9 * time.Second, Seen: 9 * time.Second}, 0, false},
+		{"group kill before the raise", oomwatch.Event{Kernel: raised - 3*time.Millisecond, Seen: raised + time.Millisecond}, raised, true},
+		{"killed as it was written", oomwatch.Event{Kernel: raised, Seen: raised + time.Millisecond}, raised, true},
+		{"a new OOM after the raise", oomwatch.Event{Kernel: raised + time.Millisecond, Seen: raised + 2*time.Millisecond}, raised, false},
+		{"counters: seen before the raise", oomwatch.Event{Seen: raised - time.Millisecond}, raised, true},
+		{"counters: seen after the raise", oomwatch.Event{Seen: raised + time.Second}, raised, false},
+		{"no time at all", oomwatch.Event{}, raised, false},
+	} {
+		if got := sameOOM(tc.ev, tc.at); got != tc.want {
+			t.Errorf("%s: sameOOM = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

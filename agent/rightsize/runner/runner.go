@@ -141,6 +141,10 @@ type rsPod struct {
 	// a step decision while the kill is recent.
 	oomFloor      map[string]float64
 	oomFloorUntil time.Time
+	// raisedAt is when each container's last OOM raise was written
+	// (CLOCK_MONOTONIC, oomwatch.Monotonic): a kill from before it was
+	// at the old limit (sameOOM).
+	raisedAt map[string]time.Duration
 	// lastResize is when a step resize was last asked (or, after a
 	// restart, applied as the recommendation annotation says): the next
 	// waits a step.
