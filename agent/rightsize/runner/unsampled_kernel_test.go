@@ -4,6 +4,7 @@ package runner
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +64,54 @@ func TestTrackRetriesANewUnsampledContainer(t *testing.T) {
 	}
 	if len(h.requeuedAfter) != 1 {
 		t.Fatalf("requeued %v after the container was sampled", h.requeuedAfter)
+	}
+}
+
+// TestVerifyOfAnEndedContainer (kernel tier): a resized container whose
+// cgroup is gone when the kubelet's status comes (on cgroup v2 an OOM
+// kills all of it, and its successor starts) gets no verdict: no
+// ResizeCgroupDiffers Warning naming a missing file, and the pod stays
+// waiting for the update that reports the successor.
+func TestVerifyOfAnEndedContainer(t *testing.T) {
+	tier.Kernel(t)
+	k := cgtest.NewKubeletTree(t, "cgroupfs")
+	kp, err := cgroup.OpenKubepods(k.SB.AsRoots(), cgroup.KubepodsConfig{Layout: cgroup.LayoutConfig{Driver: cgroup.DriverCgroupfs, KubepodsPath: "/" + k.KubepodsName}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, h := unitRightsizer(t)
+	r.cgroups = kp
+	const id = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+	res := corev1.ResourceRequirements{Requests: rlist("100m", "64Mi"), Limits: rlist("500m", "173Mi")}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hog", UID: "uid-hog"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Resources: res}}},
+		Status: corev1.PodStatus{QOSClass: corev1.PodQOSBurstable, ContainerStatuses: []corev1.ContainerStatus{{Name: "app", ContainerID: "containerd://" + id,
+			Resources: res.DeepCopy(), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}}}
+	_, ctrs := k.SB.MkdirPod("cgroupfs", "burstable", "uid-hog", id)
+	r.Track(p, false, cgroup.QoSBurstable)
+	r.mu.Lock()
+	rp := r.pods["uid-hog"]
+	if rp == nil || rp.containers["app"].path == "" {
+		r.mu.Unlock()
+		t.Fatal("the container is not tracked")
+	}
+	rp.state = stateResized
+	r.mu.Unlock()
+	for key := range k.SB.Dirs {
+		if err := os.Remove(k.SB.Path(key, ctrs[0])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Verify(p)
+	for _, ev := range h.events {
+		if ev.Reason == "ResizeCgroupDiffers" {
+			t.Errorf("a Warning for an ended container: %s", ev.Message)
+		}
+	}
+	r.mu.Lock()
+	state := rp.state
+	r.mu.Unlock()
+	if state != stateResized {
+		t.Errorf("state %q after verifying an ended container, want %q (no verdict)", state, stateResized)
 	}
 }
