@@ -13,13 +13,14 @@ import (
 // blockingSink answers a write only when its context ends, as an API
 // server that stopped answering does.
 type blockingSink struct {
-	ctx     context.Context
-	started chan struct{}
+	ctx            context.Context
+	started, ended chan struct{}
 }
 
 func (s blockingSink) wait() (*corev1.Event, error) {
 	s.started <- struct{}{}
 	<-s.ctx.Done()
+	s.ended <- struct{}{} // before the write returns to the gate
 	return nil, s.ctx.Err()
 }
 func (s blockingSink) Create(*corev1.Event) (*corev1.Event, error)        { return s.wait() }
@@ -30,8 +31,8 @@ func (s blockingSink) Patch(*corev1.Event, []byte) (*corev1.Event, error) { retu
 // write the API server does not answer and waits for it, and no write
 // starts after it (the goroutine-leak check of Run depends on both).
 func TestGatedSinkCloseEndsTheWriteInFlight(t *testing.T) {
-	started := make(chan struct{}, 4)
-	g := newGatedSink(func(ctx context.Context) record.EventSink { return blockingSink{ctx, started} })
+	started, ended := make(chan struct{}, 4), make(chan struct{}, 4)
+	g := newGatedSink(func(ctx context.Context) record.EventSink { return blockingSink{ctx, started, ended} })
 	done := make(chan error, 1)
 	go func() {
 		_, err := g.Patch(&corev1.Event{}, nil)
@@ -50,13 +51,20 @@ func TestGatedSinkCloseEndsTheWriteInFlight(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("close did not return: the write in flight was not cancelled")
 	}
+	// The sink's write must have ended before close returned (the caller's
+	// own goroutine gets its answer just after: it is not the gate's).
+	select {
+	case <-ended:
+	default:
+		t.Fatal("close returned while the write was still in flight")
+	}
 	select {
 	case err := <-done:
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("the write in flight ended with %v, want context.Canceled", err)
 		}
-	default:
-		t.Fatal("close returned while the write was still in flight")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write's caller never got its answer")
 	}
 	for name, write := range map[string]func() error{
 		"create": func() error { _, err := g.Create(&corev1.Event{}); return err },
