@@ -114,8 +114,8 @@ type heldFile struct {
 
 func openHeld(dir, name string) (heldFile, error) { return openHeldFlags(dir, name, unix.O_RDONLY) }
 
-// openHeldFlags is openHeld with open flags (O_WRONLY: the record's
-// written files, known.go).
+// openHeldFlags is openHeld with open flags (O_RDWR: the record's files,
+// read and written through one descriptor, known.go).
 func openHeldFlags(dir, name string, flags int) (heldFile, error) {
 	if err := checkName(dir, name); err != nil {
 		return heldFile{fd: -1}, err

@@ -158,7 +158,7 @@ func TestKernelApplyPodWrongRecordSkippedWrite(t *testing.T) {
 func TestKernelApplyPodWrongRecordRejected(t *testing.T) {
 	k, kp := openKubepods(t, "cgroupfs")
 	if k.SB.Unified {
-		t.Skip("kernel tier: v2 bounds a child by its parent instead of refusing the write")
+		t.Skip("v1 only: v2 bounds a child by its parent instead of refusing the write, so there is no refusal to fall back from; the kernel tier on a cgroup v1 host runs it")
 	}
 	all := k.CPUs
 	first, second := cpuset.New(all.List()[0]), cpuset.New(all.List()[1])
@@ -199,7 +199,7 @@ func TestKernelApplyPodWrongRecordRejected(t *testing.T) {
 func TestKernelApplyPodTrustedUnplannedChild(t *testing.T) {
 	k, _ := openKubepods(t, "cgroupfs")
 	if k.SB.Unified {
-		t.Skip("kernel tier: v2 bounds a child by its parent instead of refusing the write")
+		t.Skip("v1 only: v2 bounds a child by its parent instead of refusing the write, so there is no refusal to fall back from; the kernel tier on a cgroup v1 host runs it")
 	}
 	var audit []cgroup.Write
 	var amu sync.Mutex
