@@ -135,21 +135,25 @@ func TestNodeOnCgroupV2(t *testing.T) {
 	// The two levels convert shares to cpu.weight differently: runc 1.5.2
 	// (the container) the quadratic way (17), the kubelet 1.36 itself (the
 	// pod; getCPUWeight in pkg/kubelet/cm) still the linear way (4).
-	ctrWeight := strconv.FormatUint(cgroup.WeightQuadratic.SharesToWeight(102), 10)
-	podWeight := strconv.FormatUint(cgroup.WeightLinear.SharesToWeight(102), 10)
-	checks := []struct{ dir, file, want string }{
-		{cd.CPU, "cpu.max", "50000 100000"},
-		{cd.Memory, "memory.max", strconv.Itoa(64 << 20)},
-		{cd.CPU, "cpu.weight", ctrWeight},
-		{pd.CPU, "cpu.max", "50000 100000"},
-		{pd.Memory, "memory.max", strconv.Itoa(64 << 20)},
-		{pd.CPU, "cpu.weight", podWeight},
-	}
-	for _, c := range checks {
-		if got := readCgroupFile(t, c.dir, c.file); got != c.want {
-			t.Errorf("%s/%s = %q, want %q", c.dir, c.file, got, c.want)
+	// levels checks both levels' files: cpu.max, memory.max, and cpu.weight
+	// from shares (the container's quadratic, the pod's linear).
+	levels := func(when, cpuMax string, mem int, shares uint64) {
+		t.Helper()
+		checks := []struct{ dir, file, want string }{
+			{cd.CPU, "cpu.max", cpuMax},
+			{cd.Memory, "memory.max", strconv.Itoa(mem)},
+			{cd.CPU, "cpu.weight", strconv.FormatUint(cgroup.WeightQuadratic.SharesToWeight(shares), 10)},
+			{pd.CPU, "cpu.max", cpuMax},
+			{pd.Memory, "memory.max", strconv.Itoa(mem)},
+			{pd.CPU, "cpu.weight", strconv.FormatUint(cgroup.WeightLinear.SharesToWeight(shares), 10)},
+		}
+		for _, c := range checks {
+			if got := readCgroupFile(t, c.dir, c.file); got != c.want {
+				t.Errorf("%s: %s/%s = %q, want %q", when, c.dir, c.file, got, c.want)
+			}
 		}
 	}
+	levels("created", "50000 100000", 64<<20, 102)
 
 	// An in-place resize through pods/resize: the kubelet and runc rewrite
 	// both levels without a restart, and the kubelet reports it done.
@@ -176,22 +180,7 @@ func TestNodeOnCgroupV2(t *testing.T) {
 	if n := web.Status.ContainerStatuses[0].RestartCount; n != 0 {
 		t.Errorf("web restarted %d times during the in-place resize", n)
 	}
-	// 200m = 204 shares.
-	ctrWeight = strconv.FormatUint(cgroup.WeightQuadratic.SharesToWeight(204), 10)
-	podWeight = strconv.FormatUint(cgroup.WeightLinear.SharesToWeight(204), 10)
-	checks = []struct{ dir, file, want string }{
-		{cd.CPU, "cpu.max", "80000 100000"},
-		{cd.Memory, "memory.max", strconv.Itoa(96 << 20)},
-		{cd.CPU, "cpu.weight", ctrWeight},
-		{pd.CPU, "cpu.max", "80000 100000"},
-		{pd.Memory, "memory.max", strconv.Itoa(96 << 20)},
-		{pd.CPU, "cpu.weight", podWeight},
-	}
-	for _, c := range checks {
-		if got := readCgroupFile(t, c.dir, c.file); got != c.want {
-			t.Errorf("after the resize: %s/%s = %q, want %q", c.dir, c.file, got, c.want)
-		}
-	}
+	levels("after the resize", "80000 100000", 96<<20, 204) // 200m = 204 shares
 
 	// The agent, in this process, as in the host's node tier, with
 	// right-sizing's CRD and short windows.

@@ -19,13 +19,10 @@ import (
 	"github.com/cgpilot/cgpilot/test/tier"
 )
 
-// TestTrackRetriesANewUnsampledContainer (kernel tier: real cgroups): a
-// container running for less than unsampledRetryFor whose cgroup is not
-// there yet when Track sees it is asked again after unsampledRetry,
-// without waiting for the housekeeping's safety net; an older one is left
-// to the safety net; once its cgroup is there the retry samples it and
-// asks no more.
-func TestTrackRetriesANewUnsampledContainer(t *testing.T) {
+// kernelRightsizer is unitRightsizer over a kubelet-style tree of real
+// cgroups (kernel tier).
+func kernelRightsizer(t *testing.T) (*cgtest.KubeletTree, *Runner, *fakeHost) {
+	t.Helper()
 	tier.Kernel(t)
 	k := cgtest.NewKubeletTree(t, "cgroupfs")
 	kp, err := cgroup.OpenKubepods(k.SB.AsRoots(), cgroup.KubepodsConfig{Layout: cgroup.LayoutConfig{Driver: cgroup.DriverCgroupfs, KubepodsPath: "/" + k.KubepodsName}})
@@ -34,6 +31,17 @@ func TestTrackRetriesANewUnsampledContainer(t *testing.T) {
 	}
 	r, h := unitRightsizer(t)
 	r.cgroups = kp
+	return k, r, h
+}
+
+// TestTrackRetriesANewUnsampledContainer (kernel tier: real cgroups): a
+// container running for less than unsampledRetryFor whose cgroup is not
+// there yet when Track sees it is asked again after unsampledRetry,
+// without waiting for the housekeeping's safety net; an older one is left
+// to the safety net; once its cgroup is there the retry samples it and
+// asks no more.
+func TestTrackRetriesANewUnsampledContainer(t *testing.T) {
+	k, r, h := kernelRightsizer(t)
 	const id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	pod := func(name string, started time.Time) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
@@ -73,14 +81,7 @@ func TestTrackRetriesANewUnsampledContainer(t *testing.T) {
 // ResizeCgroupDiffers Warning naming a missing file, and the pod stays
 // waiting for the update that reports the successor.
 func TestVerifyOfAnEndedContainer(t *testing.T) {
-	tier.Kernel(t)
-	k := cgtest.NewKubeletTree(t, "cgroupfs")
-	kp, err := cgroup.OpenKubepods(k.SB.AsRoots(), cgroup.KubepodsConfig{Layout: cgroup.LayoutConfig{Driver: cgroup.DriverCgroupfs, KubepodsPath: "/" + k.KubepodsName}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, h := unitRightsizer(t)
-	r.cgroups = kp
+	k, r, h := kernelRightsizer(t)
 	const id = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 	res := corev1.ResourceRequirements{Requests: rlist("100m", "64Mi"), Limits: rlist("500m", "173Mi")}
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hog", UID: "uid-hog"},
