@@ -18,6 +18,7 @@ package main
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,6 +26,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -120,10 +123,6 @@ func loopbackUp() {
 	}
 }
 
-// sysFinitModule is finit_module(2) on x86-64, the only architecture the
-// VM runs (the syscall package has no constant for it).
-const sysFinitModule = 313
-
 // loadModules loads the kernel modules run.sh packed (V2VM_MODULES) in the
 // order of payloadDir/modules/order, dependencies first: the node tier's
 // overlay and veth, which Debian's kernel builds as modules. A module that
@@ -140,11 +139,10 @@ func loadModules() {
 			logf("module %s: %v", rel, err)
 			continue
 		}
-		params := []byte{0}
-		_, _, e := syscall.Syscall(sysFinitModule, f.Fd(), uintptr(unsafe.Pointer(&params[0])), 0)
+		err = unix.FinitModule(int(f.Fd()), "", 0)
 		_ = f.Close()
-		if e != 0 && e != syscall.EEXIST {
-			logf("module %s: finit_module: %v", rel, e)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			logf("module %s: finit_module: %v", rel, err)
 			continue
 		}
 		logf("module %s loaded", rel)
