@@ -144,12 +144,14 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 		}
 	}
 	r.mu.Lock()
-	if err == nil {
-		if rp.raisedAt == nil {
-			rp.raisedAt = map[string]time.Duration{}
-		}
-		rp.raisedAt[ref.container] = written
+	// The OOM is answered even where the direct write failed (a group
+	// kill can remove the container's cgroup first): the raise goes on
+	// through pods/resize below, and the kill events of the same OOM that
+	// follow must not raise it again.
+	if rp.raisedAt == nil {
+		rp.raisedAt = map[string]time.Duration{}
 	}
+	rp.raisedAt[ref.container] = written
 	if rp.oomFloor == nil {
 		rp.oomFloor = map[string]float64{}
 	}
@@ -179,7 +181,9 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 // saw one OOM raise the limit three times, once a process. A kill at the
 // raised limit comes after the write. The counters backend has no kernel
 // time: the time it saw the count change stands in, which is also before
-// the write for kills counted together.
+// the write for kills counted together (a kill from before the raise that
+// a counter reports only after it still raises again: see the v2 node
+// tier's note in the README).
 func sameOOM(ev oomwatch.Event, raisedAt time.Duration) bool {
 	at := ev.Kernel
 	if at == 0 {
