@@ -6,17 +6,15 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/cgpilot/cgpilot/internal/cpulist"
 )
 
 // known.go: what the Kubepods tree last wrote to, or read from, the CPU
 // placement files of its cgroups, so that a pool-wide refresh writes
 // without reading every file first. A value is trusted only while the
 // tree's Watch has an inotify watch on the file's directory: every write
-// from then on, whoever makes it, raises an event, and the watch compares
-// the value it reads back with the record before anything else sees the
-// event, dropping a record that differs. The tree's own reads and writes
+// from then on, whoever makes it, raises an event, and the watch reads the
+// file again through the record (read), which replaces the recorded value,
+// before anything else sees the event. The tree's own reads and writes
 // of a watched file go through a descriptor held open, under the record's
 // lock together with the record's update, so no event is compared between
 // a read or write and its record, and no descriptor is closed under one.
@@ -93,24 +91,6 @@ func (k *known) get(dir, file string) (string, bool) {
 	return d.vals[i].v, true
 }
 
-// observe is the watch's: dir/file was written and now holds v. A record
-// that differs is dropped.
-func (k *known) observe(dir, file, v string) {
-	i := knownIndex(file)
-	if i < 0 {
-		return
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	d := k.dirs[dir]
-	if d == nil {
-		return
-	}
-	if cur := d.vals[i]; cur.set && !sameValue(file, cur.v, v) {
-		d.vals[i] = knownVal{}
-	}
-}
-
 // forget drops the records of the files of dirs (a plan that failed).
 func (k *known) forget(dirs ...string) {
 	k.mu.Lock()
@@ -164,20 +144,6 @@ func (k *known) clear(stop bool) {
 	for _, d := range k.dirs {
 		d.vals = [len(knownFiles)]knownVal{}
 	}
-}
-
-// sameValue compares two contents of file: cpusets as sets (the kernel
-// may print a list another way than it was written), others as text.
-func sameValue(file, a, b string) bool {
-	if a == b {
-		return true
-	}
-	if file != cpusFile {
-		return false
-	}
-	x, err1 := cpulist.Parse(a)
-	y, err2 := cpulist.Parse(b)
-	return err1 == nil && err2 == nil && x.Equals(y)
 }
 
 // read reads dir/file, or returns its trusted record when trust is set. In

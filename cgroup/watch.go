@@ -241,14 +241,15 @@ func (k *Kubepods) dispatch(t *watchTree, ev fsnotify.Event, handle func(WatchEv
 		if !WatchedFiles[base] && knownIndex(base) < 0 {
 			return // cpu.shares, memory limits, the kernel's own notifications
 		}
-		v, err := readFile(parent, base)
+		// Read through the record (the descriptor it holds, one pread),
+		// which records what the file holds now: the record learns of the
+		// write before anyone acts on it, and a later write has its own
+		// event.
+		v, err := t.known.read(parent, base, false)
 		if err != nil {
 			t.known.forget(parent)
 			return // the cgroup went away meanwhile: its removal is reported
 		}
-		// The record learns of the write before anyone acts on it: a
-		// sync that handle causes reads the value instead of trusting it.
-		t.known.observe(parent, base, v)
 		_, uid, rel, ok := t.place(parent)
 		if !ok || !WatchedFiles[base] {
 			return // a QoS cgroup's file, or cpu.cfs_period_us
