@@ -425,3 +425,27 @@ func TestKernelMemswFollowsLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelOOMGroup: memory.oom.group as the kernel keeps it (v2: 0 until
+// set, then 1); v1 has no such file, which is no group kill; a removed
+// cgroup is an error.
+func TestKernelOOMGroup(t *testing.T) {
+	k, _ := openKubepods(t, "cgroupfs")
+	rel, _ := k.Pod("oomgroup", "Burstable", "app")
+	dir := k.SB.Path(k.MemoryKey, rel+"/app")
+	got, err := cgroup.OOMGroup(dir)
+	if err != nil || got {
+		t.Fatalf("a new cgroup: OOMGroup = %v, %v; want false, nil", got, err)
+	}
+	if k.SB.Unified {
+		if err := os.WriteFile(filepath.Join(dir, "memory.oom.group"), []byte("1"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := cgroup.OOMGroup(dir); err != nil || !got {
+			t.Fatalf("memory.oom.group 1: OOMGroup = %v, %v; want true, nil", got, err)
+		}
+	}
+	if _, err := cgroup.OOMGroup(filepath.Join(dir, "gone")); !errors.Is(err, cgroup.ErrGone) {
+		t.Fatalf("a missing cgroup: err %v, want ErrGone", err)
+	}
+}

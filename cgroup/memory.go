@@ -158,3 +158,18 @@ func ParseOOMKills(b []byte) (n uint64, ok bool, err error) {
 	}
 	return n, ok, nil
 }
+
+// OOMGroup says whether the cgroup directory dir has its processes killed
+// together at an OOM (v2 memory.oom.group 1: the kubelet's default on
+// cgroup v2 since 1.32). A directory without the file (v1) is not; a
+// directory that is gone is an error (ErrGone).
+func OOMGroup(dir string) (bool, error) {
+	v, err := readFile(dir, "memory.oom.group")
+	if errors.Is(err, ErrUnsupported) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return v == "1", nil
+}
