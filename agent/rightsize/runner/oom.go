@@ -67,6 +67,15 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 	}
 	r.m.oomKills.WithLabelValues("container").Inc()
 	who := &PodRef{UID: ref.uid, Namespace: p.Namespace, Name: p.Name}
+	// One line a kill, with what became of it: the kills of one OOM (a
+	// memory.oom.group kill is one event a process) are told apart from a
+	// new OOM by these times, so the log must show them.
+	result, last := "forgotten", oomAnswer{}
+	defer func() {
+		r.log.Info("OOM kill", "pod", podspec.Key(p.Namespace, p.Name), "container", ref.container, "dir", ev.Dir, "source", ev.Source.String(),
+			"pid", ev.PID, "comm", ev.Comm, "kernel", ev.Kernel.String(), "seen", ev.Seen.String(),
+			"lastRaise", last.at.String(), "lastRaiseGroupKill", last.group, "result", result)
+	}()
 	in, used, ok := r.oomInput(p, ref.container, ev.Time)
 	if !ok {
 		return // forgotten since the lookup above
@@ -96,16 +105,18 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 
 	pol, eff := rightsize.Effective(r.matching(p), p.Annotations)
 	if pol == nil || !eff.Mode.Applies() {
-		r.m.oomBumps.WithLabelValues("not-applied").Inc()
+		result = "not-applied"
+		r.m.oomBumps.WithLabelValues(result).Inc()
 		return
 	}
 	r.mu.Lock()
-	raisedAt := rp.raisedAt[ref.container]
+	last = rp.answered[ref.container]
 	r.mu.Unlock()
-	if sameOOM(ev, raisedAt) {
+	if sameOOM(ev, last) {
+		result = "same-oom"
 		// Recorded (the deferred record), not raised again: the raise
 		// already answered the OOM this kill belongs to.
-		r.m.oomBumps.WithLabelValues("same-oom").Inc()
+		r.m.oomBumps.WithLabelValues(result).Inc()
 		return
 	}
 	instance := ref.uid + "/" + ref.container
@@ -113,7 +124,8 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 	bumps := r.engine.Bumps(instance, ev.Time, rightsize.OOMWindow)
 	to, clamped, why := rightsize.OOMBump(in, pol, usage, kills, bumps)
 	if why != "" {
-		r.m.oomBumps.WithLabelValues("at-limit").Inc()
+		result = "at-limit"
+		r.m.oomBumps.WithLabelValues(result).Inc()
 		record()
 		r.host.Emit(who, Event{Warning: true, Reason: "MemoryNotRaised",
 			Message: fmt.Sprintf("container %s: memory limit not raised: %s", ref.container, why)})
@@ -126,7 +138,9 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 		r.m.clamped.WithLabelValues("oom").Inc()
 		r.log.Info("an OOM bump was clamped", "pod", podspec.Key(p.Namespace, p.Name), "policy", pol.Name, "bounds", policy.Bindings(clamped))
 	}
+	result = fmt.Sprintf("raised %s→%s", local.FormatMemory(spec.Limits.Memory), local.FormatMemory(to.Limits.Memory))
 	if err != nil {
+		result += " (the direct write failed: pods/resize goes on)"
 		r.m.oomBumps.WithLabelValues("failed").Inc()
 		r.host.Emit(who, Event{Warning: true, Reason: "MemoryRaiseFailed", Message: err.Error()})
 	} else {
@@ -143,15 +157,18 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 			}
 		}
 	}
+	// Read after the write, off the measured path. A cgroup already gone
+	// (the group kill ended the container) falls back to sameOOM's times.
+	group, _ := cgroup.OOMGroup(ev.Dir)
 	r.mu.Lock()
 	// The OOM is answered even where the direct write failed (a group
 	// kill can remove the container's cgroup first): the raise goes on
 	// through pods/resize below, and the kill events of the same OOM that
 	// follow must not raise it again.
-	if rp.raisedAt == nil {
-		rp.raisedAt = map[string]time.Duration{}
+	if rp.answered == nil {
+		rp.answered = map[string]oomAnswer{}
 	}
-	rp.raisedAt[ref.container] = written
+	rp.answered[ref.container] = oomAnswer{at: written, dir: ev.Dir, group: group}
 	if rp.oomFloor == nil {
 		rp.oomFloor = map[string]float64{}
 	}
@@ -172,24 +189,45 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 	}
 }
 
-// sameOOM says whether a kill happened before the container's last raise
-// was written (raisedAt, 0 for none), so at the limit that raise replaced:
-// it belongs to the OOM already answered. On cgroup v2 the kubelet sets
-// memory.oom.group=1 on every container, and the kernel then kills every
-// process of the cgroup at one OOM, each a kill event (the eBPF victim
-// mark, and one count in memory.events' oom_kill); the cgroup v2 node tier
-// saw one OOM raise the limit three times, once a process. A kill at the
-// raised limit comes after the write. The counters backend has no kernel
-// time: the time it saw the count change stands in, which is also before
-// the write for kills counted together (a kill from before the raise that
-// a counter reports only after it still raises again: see the v2 node
-// tier's note in the README).
-func sameOOM(ev oomwatch.Event, raisedAt time.Duration) bool {
+// oomAnswer is a container's last OOM raise.
+type oomAnswer struct {
+	at    time.Duration // when it was written (CLOCK_MONOTONIC, oomwatch.Monotonic); 0: none
+	dir   string        // the killed container's cgroup (oomwatch.Event.Dir)
+	group bool          // that cgroup has memory.oom.group 1
+}
+
+// oomGroupGrace bounds how long after a raise a kill in the same
+// group-killed cgroup still counts as the raise's OOM.
+const oomGroupGrace = 5 * time.Second
+
+// sameOOM says whether a kill belongs to the OOM the container's last
+// raise answered, so that it is recorded but not raised again. On cgroup
+// v2 the kubelet sets memory.oom.group=1 on every container, and the
+// kernel then kills every process of the cgroup at one OOM, each a kill
+// event (the eBPF victim mark, and one count in memory.events' oom_kill);
+// the cgroup v2 node tier saw one OOM raise the limit three times, once a
+// process. Two rules:
+//   - a kill from before the raise was written was at the limit that raise
+//     replaced. The counters backend has no kernel time: the time it saw
+//     the count change stands in.
+//   - in a group-killed cgroup the whole container ends at the OOM, so a
+//     kill there within oomGroupGrace after the raise is one of its
+//     processes killed late (the node tier saw one 90 ms after the first,
+//     under qemu TCG) or a kill a counter reported late: a new OOM at the
+//     raised limit happens in the container that replaces it, in a new
+//     cgroup.
+func sameOOM(ev oomwatch.Event, last oomAnswer) bool {
 	at := ev.Kernel
 	if at == 0 {
 		at = ev.Seen
 	}
-	return raisedAt > 0 && at > 0 && at <= raisedAt
+	if last.at == 0 || at == 0 {
+		return false
+	}
+	if last.group && ev.Dir != "" && ev.Dir == last.dir && at <= last.at+oomGroupGrace {
+		return true
+	}
+	return at <= last.at
 }
 
 // oomInput is what the OOM bump of p's container needs, and the memory

@@ -190,24 +190,34 @@ func TestOOMPathBuildsNoDecisionInput(t *testing.T) {
 
 // TestSameOOM: a kill from before the container's last raise was written
 // belongs to the OOM that raise answered (memory.oom.group kills every
-// process at one OOM); a kill after it is a new OOM at the raised limit.
+// process at one OOM); so does a kill shortly after it in the same
+// group-killed cgroup (a process killed late, a counter reporting late);
+// a kill after it is otherwise a new OOM at the raised limit.
 func TestSameOOM(t *testing.T) {
 	const raised = 10 * time.Second // the raise's write, CLOCK_MONOTONIC
+	const dir, next = "/sys/fs/cgroup/kubepods/burstable/pod1/c1", "/sys/fs/cgroup/kubepods/burstable/pod1/c2"
+	plain := oomAnswer{at: raised, dir: dir}
+	group := oomAnswer{at: raised, dir: dir, group: true}
 	for _, tc := range []struct {
 		name string
 		ev   oomwatch.Event
-		at   time.Duration
+		last oomAnswer
 		want bool
 	}{
-		{"no raise yet", oomwatch.Event{Kernel: 9 * time.Second, Seen: 9 * time.Second}, 0, false},
-		{"group kill before the raise", oomwatch.Event{Kernel: raised - 3*time.Millisecond, Seen: raised + time.Millisecond}, raised, true},
-		{"killed as it was written", oomwatch.Event{Kernel: raised, Seen: raised + time.Millisecond}, raised, true},
-		{"a new OOM after the raise", oomwatch.Event{Kernel: raised + time.Millisecond, Seen: raised + 2*time.Millisecond}, raised, false},
-		{"counters: seen before the raise", oomwatch.Event{Seen: raised - time.Millisecond}, raised, true},
-		{"counters: seen after the raise", oomwatch.Event{Seen: raised + time.Second}, raised, false},
-		{"no time at all", oomwatch.Event{}, raised, false},
+		{"no raise yet", oomwatch.Event{Kernel: 9 * time.Second, Seen: 9 * time.Second, Dir: dir}, oomAnswer{}, false},
+		{"group kill before the raise", oomwatch.Event{Kernel: raised - 3*time.Millisecond, Seen: raised + time.Millisecond, Dir: dir}, plain, true},
+		{"killed as it was written", oomwatch.Event{Kernel: raised, Seen: raised + time.Millisecond, Dir: dir}, plain, true},
+		{"a new OOM after the raise", oomwatch.Event{Kernel: raised + time.Millisecond, Seen: raised + 2*time.Millisecond, Dir: dir}, plain, false},
+		{"counters: seen before the raise", oomwatch.Event{Seen: raised - time.Millisecond, Dir: dir}, plain, true},
+		{"counters: seen after the raise", oomwatch.Event{Seen: raised + time.Second, Dir: dir}, plain, false},
+		{"no time at all", oomwatch.Event{Dir: dir}, plain, false},
+		{"group-killed cgroup: a process killed after the raise", oomwatch.Event{Kernel: raised + 90*time.Millisecond, Seen: raised + 91*time.Millisecond, Dir: dir}, group, true},
+		{"group-killed cgroup: a counter reporting after the raise", oomwatch.Event{Seen: raised + 2*time.Second, Dir: dir}, group, true},
+		{"group-killed cgroup: past the grace", oomwatch.Event{Kernel: raised + oomGroupGrace + time.Millisecond, Dir: dir}, group, false},
+		{"group-killed cgroup: the next container's OOM", oomwatch.Event{Kernel: raised + time.Second, Dir: next}, group, false},
+		{"group-killed cgroup: a kill with no directory", oomwatch.Event{Kernel: raised + time.Second}, oomAnswer{at: raised, group: true}, false},
 	} {
-		if got := sameOOM(tc.ev, tc.at); got != tc.want {
+		if got := sameOOM(tc.ev, tc.last); got != tc.want {
 			t.Errorf("%s: sameOOM = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -141,10 +141,9 @@ type rsPod struct {
 	// a step decision while the kill is recent.
 	oomFloor      map[string]float64
 	oomFloorUntil time.Time
-	// raisedAt is when each container's last OOM raise was written
-	// (CLOCK_MONOTONIC, oomwatch.Monotonic): a kill from before it was
-	// at the old limit (sameOOM).
-	raisedAt map[string]time.Duration
+	// answered is each container's last OOM raise: a kill of the OOM it
+	// answered is not raised again (sameOOM).
+	answered map[string]oomAnswer
 	// lastResize is when a step resize was last asked (or, after a
 	// restart, applied as the recommendation annotation says): the next
 	// waits a step.
