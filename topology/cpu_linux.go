@@ -17,32 +17,18 @@ import (
 
 // cpuDirs lists the cpuN directories of <sys>/devices/system/cpu.
 func cpuDirs(cpuRoot string) ([]int, error) {
-	ents, err := os.ReadDir(cpuRoot)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s does not exist", ErrNoCPUs, cpuRoot)
-		}
+	ids, err := numberedEntries(cpuRoot, "cpu", MaxCPUID)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: %s does not exist", ErrNoCPUs, cpuRoot)
+	case errors.Is(err, ErrParse):
+		return nil, err
+	case err != nil:
 		return nil, fmt.Errorf("%w: %s: %w", ErrRead, cpuRoot, err)
-	}
-	var ids []int
-	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), "cpu")
-		if !ok || rest == "" {
-			continue
-		}
-		id, err := strconv.Atoi(rest)
-		if err != nil || rest[0] == '+' || rest[0] == '-' {
-			continue // cpufreq, cpuidle, …
-		}
-		if id > MaxCPUID {
-			return nil, fmt.Errorf("%w: %s: cpu id %d above limit %d", ErrParse, filepath.Join(cpuRoot, e.Name()), id, MaxCPUID)
-		}
-		ids = append(ids, id)
 	}
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("%w: no cpuN directory in %s", ErrNoCPUs, cpuRoot)
 	}
-	sort.Ints(ids)
 	return ids, nil
 }
 

@@ -11,8 +11,10 @@
 // node_linux.go (NUMA nodes: node*/cpulist, else cpumap, else cpu*/node*
 // links; distances), cache_linux.go (last-level cache groups),
 // irq_linux.go (/proc/interrupts, /proc/irq/N/{smp,effective}_affinity_list)
-// and blkmq_linux.go (/sys/block/*/mq/*/cpu_list). Each reader does one
-// bounded read and hands the text to a pure parseX function that is fuzzed.
+// and blkmq_linux.go (/sys/block/*/mq/*/cpu_list); fsread_linux.go holds
+// what they share (the bounded read, optional files, the cpuN and nodeN
+// directory listing). Each reader does one bounded read and hands the
+// text to a pure parseX function that is fuzzed.
 // The fuzz targets of the /proc/interrupts, distance, IRQ-name, isolcpus
 // and blk-mq cpu_list parsers also hold every parse to a CPU-time and heap
 // bound (10 ms and 1 MiB per 256 KiB of input; 2 MiB for /proc/interrupts,

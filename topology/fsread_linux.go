@@ -8,6 +8,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -53,4 +56,32 @@ func readOptional(path string) (s string, ok bool, err error) {
 
 func parseErr(path, value string, err error) error {
 	return fmt.Errorf("%w: %s: %q: %v", ErrParse, path, truncate(value), err)
+}
+
+// numberedEntries lists the ids of dir's <prefix>N entries (cpu0, node1;
+// not cpufreq, cpu+1 or cpu-1), sorted: the one reading of sysfs's
+// numbered directories. An id above max is an ErrParse naming the entry;
+// any other error is os.ReadDir's, for the caller to word.
+func numberedEntries(dir, prefix string, max int) ([]int, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || rest == "" || rest[0] == '+' || rest[0] == '-' {
+			continue // cpufreq, cpuidle, …
+		}
+		id, err := strconv.Atoi(rest)
+		if err != nil {
+			continue
+		}
+		if id > max {
+			return nil, fmt.Errorf("%w: %s: %s id %d above limit %d", ErrParse, filepath.Join(dir, e.Name()), prefix, id, max)
+		}
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	return ids, nil
 }

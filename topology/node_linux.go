@@ -6,35 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
+	"math"
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 
 	"k8s.io/utils/cpuset"
 )
 
 // nodeIDs lists the nodeN entries (directories or links) of dir.
 func nodeIDs(dir string) ([]int, bool, error) {
-	ents, err := os.ReadDir(dir)
+	ids, err := numberedEntries(dir, "node", math.MaxInt)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, false, nil
-		}
 		return nil, false, fmt.Errorf("%w: %s: %w", ErrRead, dir, err)
 	}
-	var ids []int
-	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), "node")
-		if !ok || rest == "" || rest[0] == '+' || rest[0] == '-' {
-			continue
-		}
-		if id, err := strconv.Atoi(rest); err == nil {
-			ids = append(ids, id)
-		}
-	}
-	sort.Ints(ids)
 	return ids, true, nil
 }
 

@@ -232,9 +232,9 @@ func (c *Collector) read() (time.Time, []Sample) {
 			dt := now.Sub(t.prevTime)
 			ok := true
 			for _, col := range collectors {
-				err := col.Update(&t.prev, &cur, dt, &s)
-				c.m.observe(col.Name(), err)
-				if err != nil && !errors.Is(err, ErrNoData) && col.Required() {
+				err := col.update(&t.prev, &cur, dt, &s)
+				c.m.observe(col.name, err)
+				if err != nil && !errors.Is(err, ErrNoData) && col.required {
 					ok = false
 				}
 			}

@@ -18,13 +18,30 @@ var ErrNoData = errors.New("collector: no data")
 var ErrCounter = errors.New("collector: counter went backwards")
 
 // collector turns two readings of one cgroup into part of a Sample.
-type collector interface {
-	Name() string
-	// Required: the sample is worthless without it (a CPU or memory figure
+type collector struct {
+	// name labels the collector's series (cgpilot_collector_updates_total).
+	name string
+	// required: the sample is worthless without it (a CPU or memory figure
 	// the recommender needs); other collectors only add detail.
-	Required() bool
-	Update(prev, cur *cgroup.Stats, dt time.Duration, s *Sample) error
+	required bool
+	update   func(prev, cur *cgroup.Stats, dt time.Duration, s *Sample) error
 }
 
-// collectors is the flat table of every collector, in update order.
-var collectors = []collector{cpuCollector{}, memoryCollector{}, throttleCollector{}, oomCollector{}, psiCollector{}}
+// collectors is the flat table of every collector, in update order: each
+// one's name and weight stand here, its reading in its own file.
+var collectors = []collector{
+	{name: "cpu", required: true, update: updateCPU},
+	{name: "memory", required: true, update: updateMemory},
+	{name: "throttle", update: updateThrottle},
+	{name: "oom", update: updateOOM},
+	{name: "psi", update: updatePSI},
+}
+
+// delta is cur−prev of a cumulative counter; false when it went backwards
+// (ErrCounter).
+func delta(prev, cur uint64) (uint64, bool) {
+	if cur < prev {
+		return 0, false
+	}
+	return cur - prev, true
+}

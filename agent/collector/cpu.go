@@ -8,17 +8,13 @@ import (
 	"github.com/cgpilot/cgpilot/cgroup"
 )
 
-// cpuCollector: mean CPU cores since the previous round, from the usage
+// updateCPU: mean CPU cores since the previous round, from the usage
 // counter (v1 cpuacct.usage, v2 cpu.stat usage_usec).
-type cpuCollector struct{}
-
-func (cpuCollector) Name() string   { return "cpu" }
-func (cpuCollector) Required() bool { return true }
-
-func (cpuCollector) Update(prev, cur *cgroup.Stats, dt time.Duration, s *Sample) error {
-	if cur.CPUUsageNs < prev.CPUUsageNs || dt <= 0 {
+func updateCPU(prev, cur *cgroup.Stats, dt time.Duration, s *Sample) error {
+	d, ok := delta(prev.CPUUsageNs, cur.CPUUsageNs)
+	if !ok || dt <= 0 {
 		return ErrCounter
 	}
-	s.CPUCores = float64(cur.CPUUsageNs-prev.CPUUsageNs) / float64(dt.Nanoseconds())
+	s.CPUCores = float64(d) / float64(dt.Nanoseconds())
 	return nil
 }

@@ -6,9 +6,10 @@
 // and hands the round to a Sink (the recommender, the on-disk history).
 //
 // It follows node_exporter's collector pattern: each kind of measure is a
-// collector in its own file (cpu.go, memory.go, throttle.go, psi.go, oom.go),
-// listed in one flat table (collectors.go), updating a Sample from the
-// previous and the current Stats. A collector whose kernel feature is
+// collector whose update, in its own file (cpu.go, memory.go, throttle.go,
+// psi.go, oom.go), fills part of a Sample from the previous and the current
+// Stats; one flat table (collectors.go) names them, says which are
+// required, and holds the counter rule they share (delta). A collector whose kernel feature is
 // absent (no PSI, no CFS bandwidth on a v2 cgroup without the cpu
 // controller) returns ErrNoData, which is counted apart from errors; each
 // collector exports how often it succeeded, had no data or failed.

@@ -8,14 +8,9 @@ import (
 	"github.com/cgpilot/cgpilot/cgroup"
 )
 
-// memoryCollector: the working set (usage − inactive file, what the
+// updateMemory: the working set (usage − inactive file, what the
 // kubelet evicts on), usage and the limit in force, now.
-type memoryCollector struct{}
-
-func (memoryCollector) Name() string   { return "memory" }
-func (memoryCollector) Required() bool { return true }
-
-func (memoryCollector) Update(_, cur *cgroup.Stats, _ time.Duration, s *Sample) error {
+func updateMemory(_, cur *cgroup.Stats, _ time.Duration, s *Sample) error {
 	s.MemoryWorkingSet, s.MemoryUsage = cur.WorkingSet, cur.MemoryUsage
 	if !cur.MemoryUnlimited {
 		s.MemoryLimit = cur.MemoryLimit

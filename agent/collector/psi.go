@@ -8,15 +8,10 @@ import (
 	"github.com/cgpilot/cgpilot/cgroup"
 )
 
-// psiCollector: the share of the last 10 s in which some task of the
+// updatePSI: the share of the last 10 s in which some task of the
 // cgroup stalled on CPU, memory or IO (the *.pressure files of the v2
 // tree, also on hybrid hosts).
-type psiCollector struct{}
-
-func (psiCollector) Name() string   { return "psi" }
-func (psiCollector) Required() bool { return false }
-
-func (psiCollector) Update(_, cur *cgroup.Stats, _ time.Duration, s *Sample) error {
+func updatePSI(_, cur *cgroup.Stats, _ time.Duration, s *Sample) error {
 	if !cur.HasPSI {
 		return ErrNoData
 	}

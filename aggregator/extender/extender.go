@@ -185,21 +185,33 @@ func readArgs(w http.ResponseWriter, r *http.Request, calls *prometheus.CounterV
 	return args, names, true
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// serve is the frame both verbs share: the call is timed into latency,
+// the scheduler's ExtenderArgs read (a bad request counted in calls and
+// answered 400), and answer's result written as JSON.
+func serve(w http.ResponseWriter, r *http.Request, latency prometheus.Observer, calls *prometheus.CounterVec,
+	answer func(args extenderv1.ExtenderArgs, names []string) any) {
 	t0 := time.Now()
-	defer func() { h.latency.Observe(time.Since(t0).Seconds()) }()
-	args, names, ok := readArgs(w, r, h.calls)
+	defer func() { latency.Observe(time.Since(t0).Seconds()) }()
+	args, names, ok := readArgs(w, r, calls)
 	if !ok {
 		return
 	}
+	writeJSON(w, answer(args, names))
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	serve(w, r, h.latency, h.calls, h.prioritize)
+}
+
+// prioritize scores the candidates (all 0 while not the leader).
+func (h *Handler) prioritize(args extenderv1.ExtenderArgs, names []string) any {
 	list := make(extenderv1.HostPriorityList, len(names))
 	if h.Leader != nil && !h.Leader() {
 		for i, n := range names {
 			list[i] = extenderv1.HostPriority{Host: n}
 		}
 		h.calls.WithLabelValues("neutral").Inc()
-		writeJSON(w, list)
-		return
+		return list
 	}
 	now := h.Now()
 	scores := Scores(h.demand(args.Pod, now), h.candidates(names, now), h.cluster(now))
@@ -207,7 +219,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		list[i] = extenderv1.HostPriority{Host: n, Score: int64(math.Round(scores[i]))}
 	}
 	h.calls.WithLabelValues("ok").Inc()
-	writeJSON(w, list)
+	return list
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

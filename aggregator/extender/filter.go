@@ -75,17 +75,16 @@ func Reason(rule profile.Rule, resource string) string {
 }
 
 func (f *Filter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	t0 := time.Now()
-	defer func() { f.latency.Observe(time.Since(t0).Seconds()) }()
-	args, names, ok := readArgs(w, r, f.calls)
-	if !ok {
-		return
-	}
+	serve(w, r, f.latency, f.calls, f.filter)
+}
+
+// filter keeps the candidates the rule lets the pod onto (all while not
+// the leader).
+func (f *Filter) filter(args extenderv1.ExtenderArgs, names []string) any {
 	res := extenderv1.ExtenderFilterResult{FailedNodes: extenderv1.FailedNodesMap{}, FailedAndUnresolvableNodes: extenderv1.FailedNodesMap{}}
 	if h := f.Leader; h != nil && !h() {
 		f.calls.WithLabelValues("open").Inc()
-		writeJSON(w, passAll(args, res))
-		return
+		return passAll(args, res)
 	}
 	now := f.Now()
 	cpu, mem := f.peak(args.Pod, now)
@@ -124,7 +123,7 @@ func (f *Filter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		res.Nodes = kept
 	}
 	f.calls.WithLabelValues("ok").Inc()
-	writeJSON(w, res)
+	return res
 }
 
 // passAll answers with every candidate.

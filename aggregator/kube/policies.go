@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -15,13 +14,15 @@ import (
 
 	"github.com/cgpilot/cgpilot/aggregator/state"
 	"github.com/cgpilot/cgpilot/api/v1alpha1/policy"
+	"github.com/cgpilot/cgpilot/api/v1alpha1/policy/feed"
 )
 
 // Policies caches the RightsizePolicies and the namespaces' labels: the
 // store resolves a report's policy name to its preset and overrides, the
 // webhook finds the policies that match a new pod. The compiler
 // (api/v1alpha1/policy, shared with the agents) compiles and matches;
-// this feeds it from the informers.
+// this feeds it from the informers, through the agents' handler too
+// (policy/feed).
 type Policies struct {
 	index    *policy.Index
 	informer cache.SharedIndexInformer
@@ -39,25 +40,8 @@ func NewPolicies(dc dynamic.Interface, cs kubernetes.Interface, resync time.Dura
 	ns := f.Core().V1().Namespaces()
 	p := &Policies{index: policy.NewIndex(), informer: df.ForResource(RightsizePolicies).Informer(), nsLister: ns.Lister(),
 		nsSynced: ns.Informer().HasSynced, factory: f, dfactory: df}
-	p.handled, _ = p.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    p.upsert,
-		UpdateFunc: func(_, obj any) { p.upsert(obj) },
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				p.index.Delete(u.GetName())
-			}
-		},
-	})
+	p.handled, _ = p.informer.AddEventHandler(feed.Handler(p.index, nil))
 	return p
-}
-
-func (p *Policies) upsert(obj any) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		p.index.Upsert(u)
-	}
 }
 
 // Start starts the informers and waits until they have synced or ctx ends.

@@ -11,14 +11,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/debug"
-	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/cgpilot/cgpilot/agent"
-	"github.com/cgpilot/cgpilot/cmd/internal/logging"
+	"github.com/cgpilot/cgpilot/cmd/internal/daemon"
 )
 
 // gcPercent is the agent's GOGC unless the environment sets one: the agent
@@ -101,19 +101,12 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "cgpilot-agent:", err)
 		return 2
 	}
-	log, flush, err := logging.New(*debug)
-	if err != nil {
-		fmt.Fprintln(stderr, "cgpilot-agent: logger:", err)
-		return 1
-	}
-	defer flush()
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	start := time.Now()
-	if err := agent.Run(ctx, cfg, log); err != nil {
-		log.Error(err, "agent stopped", "after", time.Since(start).String())
-		return 1
-	}
-	return 0
+	return daemon.Run("cgpilot-agent", *debug, stderr, func(ctx context.Context, log logr.Logger) int {
+		start := time.Now()
+		if err := agent.Run(ctx, cfg, log); err != nil {
+			log.Error(err, "agent stopped", "after", time.Since(start).String())
+			return 1
+		}
+		return 0
+	})
 }

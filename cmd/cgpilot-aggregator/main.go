@@ -10,14 +10,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	"github.com/cgpilot/cgpilot/aggregator"
 	"github.com/cgpilot/cgpilot/aggregator/reschedule"
-	"github.com/cgpilot/cgpilot/cmd/internal/logging"
+	"github.com/cgpilot/cgpilot/cmd/internal/daemon"
 )
 
 func main() {
@@ -112,26 +112,19 @@ func run(args []string, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
-	log, flush, err := logging.New(debug)
-	if err != nil {
-		fmt.Fprintln(stderr, "cgpilot-aggregator: logger:", err)
-		return 1
-	}
-	defer flush()
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	err = aggregator.Run(ctx, cfg, log)
-	switch {
-	case errors.Is(err, aggregator.ErrConfig):
-		fmt.Fprintln(stderr, "cgpilot-aggregator:", err)
-		return 2
-	case errors.Is(err, aggregator.ErrLostLease):
-		log.Info("lost the leader lease: exiting to restart as a follower")
-		return 1
-	case err != nil:
-		log.Error(err, "cgpilot-aggregator failed")
-		return 1
-	}
-	return 0
+	return daemon.Run("cgpilot-aggregator", debug, stderr, func(ctx context.Context, log logr.Logger) int {
+		err := aggregator.Run(ctx, cfg, log)
+		switch {
+		case errors.Is(err, aggregator.ErrConfig):
+			fmt.Fprintln(stderr, "cgpilot-aggregator:", err)
+			return 2
+		case errors.Is(err, aggregator.ErrLostLease):
+			log.Info("lost the leader lease: exiting to restart as a follower")
+			return 1
+		case err != nil:
+			log.Error(err, "cgpilot-aggregator failed")
+			return 1
+		}
+		return 0
+	})
 }

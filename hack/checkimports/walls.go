@@ -66,6 +66,8 @@ var walls = []wall{
 		doc: "api/v1alpha1/policy: apimachinery, api/v1alpha1 and recommend; no client-go, no k8s.io/api"},
 	{pkg: "api/v1alpha1/policy", tests: true, forbid: clientgo,
 		doc: "api/v1alpha1/policy: no client-go, tests included"},
+	{pkg: "api/v1alpha1/policy/feed", forbid: clientsets + `|^@/`, allow: internal + `|^@/recommend$|^@/api/v1alpha1(/policy)?$`,
+		doc: "api/v1alpha1/policy/feed: client-go's cache and the policy compiler; never a clientset, no other cgpilot package"},
 
 	// ---- the agent's rooms
 	{pkg: "agent/pools", tests: true, forbid: `^k8s\.io/|^@/(agent|cmd|aggregator|recommend)(/|$)`, allow: cpuset,

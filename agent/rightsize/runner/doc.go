@@ -40,7 +40,7 @@
 // metrics), runner.go, due.go (the tracked pods ordered by their next
 // decision), apply.go, oom.go, policies.go (the RightsizePolicy
 // and namespace informers feeding the policy compiler
-// api/v1alpha1/policy), policystatus.go (this node's entry of each
+// api/v1alpha1/policy through its handler, policy/feed), policystatus.go (this node's entry of each
 // policy's status, by server-side apply), bounds.go (LimitRanges and the
 // node's allocatable for the clamp), workload.go (a pod's workload, by
 // report.WorkloadOf, with its owners cached), report.go (what the

@@ -18,6 +18,7 @@ import (
 	"github.com/cgpilot/cgpilot/agent/rightsize"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
 	"github.com/cgpilot/cgpilot/api/v1alpha1/policy"
+	"github.com/cgpilot/cgpilot/api/v1alpha1/policy/feed"
 	"github.com/cgpilot/cgpilot/internal/loop"
 )
 
@@ -68,19 +69,7 @@ func newPolicyIndex(kc kube.Interface, resync time.Duration, onChange func(), g 
 			return policies.Watch(ctx, o)
 		},
 	}, kc.Dynamic()), &unstructured.Unstructured{}, resync, nil)
-	polReg, err := pi.informer.AddEventHandler(kube.GuardHandlers(g, LoopPolicyEvents, cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { pi.upsert(obj) },
-		UpdateFunc: func(_, obj any) { pi.upsert(obj) },
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				pi.index.Delete(u.GetName())
-				pi.changed()
-			}
-		},
-	}))
+	polReg, err := pi.informer.AddEventHandler(kube.GuardHandlers(g, LoopPolicyEvents, feed.Handler(pi.index, pi.changed)))
 	if err != nil {
 		return nil, err
 	}
@@ -111,13 +100,6 @@ func (pi *policyIndex) nsChanged(old, obj any) {
 	o, _ := old.(metav1.Object)
 	n, _ := obj.(metav1.Object)
 	if o == nil || n == nil || !labels.Equals(o.GetLabels(), n.GetLabels()) {
-		pi.changed()
-	}
-}
-
-func (pi *policyIndex) upsert(obj any) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		pi.index.Upsert(u)
 		pi.changed()
 	}
 }

@@ -20,7 +20,9 @@
 //   - index.go: Index, the cluster's policies compiled once per change,
 //     and Match, which of them select a pod; a namespace not cached yet is
 //     matched by its name label alone, and a selector that reads any other
-//     of its labels is undecided, never guessed.
+//     of its labels is undecided, never guessed. The sub-package feed
+//     is the one informer handler that keeps an Index in step (the
+//     agent's and the aggregator's); it holds what needs client-go.
 //   - pod.go: what a pod's own annotations may do under its policy
 //     (ForPod): only narrow it. A mode at most as strong as the policy's,
 //     and only where allowPodModeOverride lets pods choose; a target
