@@ -125,7 +125,23 @@ func (c *controller) apiHandler() http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(v)
 	}
+	// The pool views wait for the state the agent restores at start (the
+	// checkpoint, the pods) and its first sweep: before, an empty pool
+	// would be shown as the node's (a restarted agent's socket answers
+	// within a second, its state a moment later).
+	starting := func(w http.ResponseWriter) bool {
+		if c.health.firstSweepDone() {
+			return false
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(local.ErrorView{Error: "starting: the pool state is not restored yet; try again in a moment"})
+		return true
+	}
 	mux.HandleFunc("GET "+local.PathPods, func(w http.ResponseWriter, r *http.Request) {
+		if starting(w) {
+			return
+		}
 		out := []local.PodView{}
 		for _, p := range c.allPods() {
 			out = append(out, c.podView(p))
@@ -133,6 +149,9 @@ func (c *controller) apiHandler() http.Handler {
 		reply(w, out, nil)
 	})
 	mux.HandleFunc("GET "+local.PathPools, func(w http.ResponseWriter, r *http.Request) {
+		if starting(w) {
+			return
+		}
 		v := local.PoolsView{NodeSummary: c.summary(), Assignments: []local.AssignmentView{}}
 		for _, a := range c.pools.State().Assignments() {
 			v.Assignments = append(v.Assignments, local.AssignmentView{Namespace: a.Namespace, Name: a.Name, UID: a.UID, CPUs: a.CPUs.String(), ReleaseIsolation: a.ReleaseIsolation})
@@ -144,6 +163,9 @@ func (c *controller) apiHandler() http.Handler {
 		reply(w, local.TopologyView{CPUs: st.All().String(), Reserved: st.Reserved().String(), Source: c.topologySource, Machine: c.topo}, nil)
 	})
 	mux.HandleFunc("GET "+local.PathExplain, func(w http.ResponseWriter, r *http.Request) {
+		if starting(w) {
+			return
+		}
 		key := r.URL.Query().Get("pod")
 		if !strings.Contains(key, "/") {
 			reply(w, nil, fmt.Errorf("want ?pod=NAMESPACE/NAME, got %q", key))

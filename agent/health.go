@@ -64,13 +64,14 @@ func (h *health) sweepStale() time.Duration { return max(3*h.sweepEvery, 30*time
 // as hung.
 func (h *health) stuckAfter() time.Duration { return max(2*time.Minute, 10*h.sweepEvery) }
 
-func (h *health) swept()              { h.lastSweep.Store(h.now().UnixNano()) }
-func (h *health) workerStarted()      { h.alive.Add(1) }
-func (h *health) workerStopped()      { h.alive.Add(-1) }
-func (h *health) reconciling(i int)   { h.busy[i].Store(h.now().UnixNano()) }
-func (h *health) reconciled(i int)    { h.busy[i].Store(0) }
-func (h *health) apiStreakOpen() bool { return h.apiErrSince.Load() != 0 }
-func (h *health) apiAnswered()        { h.apiErrSince.Store(0) }
+func (h *health) swept()               { h.lastSweep.Store(h.now().UnixNano()) }
+func (h *health) firstSweepDone() bool { return h.lastSweep.Load() != 0 }
+func (h *health) workerStarted()       { h.alive.Add(1) }
+func (h *health) workerStopped()       { h.alive.Add(-1) }
+func (h *health) reconciling(i int)    { h.busy[i].Store(h.now().UnixNano()) }
+func (h *health) reconciled(i int)     { h.busy[i].Store(0) }
+func (h *health) apiStreakOpen() bool  { return h.apiErrSince.Load() != 0 }
+func (h *health) apiAnswered()         { h.apiErrSince.Store(0) }
 func (h *health) since(ns int64) string {
 	return h.now().Sub(time.Unix(0, ns)).Round(time.Millisecond).String()
 }
@@ -119,7 +120,7 @@ func (h *health) ready() error {
 	if !h.synced() {
 		return fmt.Errorf("starting: the pod informer has not synced")
 	}
-	if h.lastSweep.Load() == 0 {
+	if !h.firstSweepDone() {
 		return fmt.Errorf("starting: the first sweep has not finished")
 	}
 	if err := h.live(); err != nil {

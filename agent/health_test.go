@@ -2,12 +2,15 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	local "github.com/cgpilot/cgpilot/api/local"
 )
 
 // fakeClock is a settable now for health.
@@ -174,4 +177,21 @@ func TestAPITracker(t *testing.T) {
 	h.workerStarted()
 	h.swept()
 	wantErr(t, "ready with the server gone", h.ready(), "connection refused")
+}
+
+// TestLocalAPIWaitsForTheFirstSweep: before the agent has restored its
+// pool state and swept once, the pool views answer 503 with the reason,
+// not an empty pool as if it were the node's (the cgroup v2 node tier's
+// restarted agent answered within a second, with no assignment yet).
+func TestLocalAPIWaitsForTheFirstSweep(t *testing.T) {
+	c := &controller{health: newHealth(time.Minute, 1)}
+	h := c.apiHandler()
+	for _, path := range []string{local.PathPools, local.PathPods, local.PathExplain + "?pod=default/db"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		var e local.ErrorView
+		if err := json.Unmarshal(rec.Body.Bytes(), &e); rec.Code != http.StatusServiceUnavailable || err != nil || !strings.Contains(e.Error, "starting") {
+			t.Errorf("%s before the first sweep: %d %q, want 503 saying it is starting", path, rec.Code, rec.Body.String())
+		}
+	}
 }
