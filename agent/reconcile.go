@@ -327,6 +327,13 @@ func (c *controller) runStatusWorker(ctx context.Context) {
 	loop.Work(c.statusQ, func(key string) error {
 		return c.guard.DoErr(loopStatus, func() error { return c.writeStatus(ctx, key) })
 	}, func(key string, err error) {
+		if ctx.Err() != nil {
+			// Stopping: not retried here; the next start writes the
+			// annotations again from the state (and Run flushes the
+			// checkpoint).
+			c.log.V(1).Info("write not done: the agent is stopping", "object", key, "err", err.Error())
+			return
+		}
 		if key == checkpointKey {
 			c.log.Error(err, "saving a release-isolation change in the checkpoint failed; retried (the cgroups hold it already)")
 			return
