@@ -218,9 +218,10 @@ func TestNodeReleaseOnTerminationAndNoFalseDrift(t *testing.T) {
 // nodeAgent is the agent under test on the real node: its config, the
 // CPUs it manages, and the node's kubepods tree as the test reads it.
 type nodeAgent struct {
-	cfg agent.Config
-	all cpuset.CPUSet
-	kp  *cgroup.Kubepods
+	cfg  agent.Config
+	all  cpuset.CPUSet
+	kp   *cgroup.Kubepods
+	stop func() error // ends this run of the agent (restart starts another)
 }
 
 // startNodeAgent brings up a real control plane and node and runs the agent
@@ -247,7 +248,7 @@ func startAgentOn(t testing.TB, cp *harness.ControlPlane, n *harness.Node, tweak
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	runAgent(t, cfg, cp.Config)
+	stop := runAgent(t, cfg, cp.Config)
 	mounts, err := cgroup.ReadMounts("/proc")
 	if err != nil {
 		t.Fatal(err)
@@ -256,18 +257,37 @@ func startAgentOn(t testing.TB, cp *harness.ControlPlane, n *harness.Node, tweak
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pools local.PoolsView
-	eventually(t, "agent API up", func() (bool, string) {
-		v, err := local.NewClient(cfg.SocketPath).Pools(context.Background())
-		pools = v
-		return err == nil, fmt.Sprint(err)
-	})
-	all, err := cpuset.Parse(pools.CPUs)
+	all, err := cpuset.Parse(waitAgentAPI(t, cfg).CPUs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if all.Size() < 2 {
 		t.Skip("node tier: needs 2 CPUs")
 	}
-	return nodeAgent{cfg: cfg, all: all, kp: kp}
+	return nodeAgent{cfg: cfg, all: all, kp: kp, stop: stop}
+}
+
+// waitAgentAPI waits until the agent's local API answers, and returns its
+// pools.
+func waitAgentAPI(t testing.TB, cfg agent.Config) local.PoolsView {
+	t.Helper()
+	var pools local.PoolsView
+	eventually(t, "agent API up", func() (bool, string) {
+		v, err := local.NewClient(cfg.SocketPath).Pools(context.Background())
+		pools = v
+		return err == nil, fmt.Sprint(err)
+	})
+	return pools
+}
+
+// restart stops the agent and starts it again with the same
+// configuration (checkpoint, state directory, socket), as a DaemonSet's
+// new pod would, and returns its pools once its API answers.
+func (na *nodeAgent) restart(t testing.TB, cp *harness.ControlPlane) local.PoolsView {
+	t.Helper()
+	if err := na.stop(); err != nil {
+		t.Fatalf("agent stop: %v", err)
+	}
+	na.stop = runAgent(t, na.cfg, cp.Config)
+	return waitAgentAPI(t, na.cfg)
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -93,8 +94,9 @@ func (b *bed) startAgent(t testing.TB) {
 	runAgent(t, b.cfg, b.cp.Config)
 }
 
-// runAgent runs the agent with cfg in this process until the test ends.
-func runAgent(t testing.TB, cfg agent.Config, rc *rest.Config) {
+// runAgent runs the agent with cfg in this process until the test ends or
+// stop is called (stop returns Run's error; calling it again is a no-op).
+func runAgent(t testing.TB, cfg agent.Config, rc *rest.Config) (stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := agent.New(ctx, cfg, rc, testLogger(t))
@@ -104,12 +106,18 @@ func runAgent(t testing.TB, cfg agent.Config, rc *rest.Config) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("agent: %v", err)
 		}
 	})
+	return stop
 }
 
 // pools is what the running agent's local API says of the pools.
