@@ -37,7 +37,7 @@ func TestWarnings(t *testing.T) {
 		event(corev1.EventTypeWarning, Namespace, "Pod", HogPod, "MemoryRaiseFailed"),
 		event(corev1.EventTypeNormal, Namespace, "Pod", HogPod, "MemoryRaised"),
 	}}
-	expected, others, err := Warnings(context.Background(), func(context.Context) (*corev1.EventList, error) { return evs, nil })
+	expected, others, err := warnings(context.Background(), expectedOn(false), func(context.Context) (*corev1.EventList, error) { return evs, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +49,29 @@ func TestWarnings(t *testing.T) {
 			t.Errorf("others %q lack %q", others, want)
 		}
 	}
-	if _, _, err := Warnings(context.Background(), func(context.Context) (*corev1.EventList, error) { return nil, errors.New("down") }); !errors.Is(err, ErrDemo) {
+	if _, _, err := warnings(context.Background(), expectedOn(false), func(context.Context) (*corev1.EventList, error) { return nil, errors.New("down") }); !errors.Is(err, ErrDemo) {
 		t.Errorf("list error: %v, want ErrDemo", err)
+	}
+}
+
+// TestWarningsCgroupV2: on a cgroup v2 node the kubelet's CgroupV1
+// notice is not expected (it would mean the node is not what the demo
+// says); the others stay as on v1.
+func TestWarningsCgroupV2(t *testing.T) {
+	evs := &corev1.EventList{Items: []corev1.Event{
+		event(corev1.EventTypeWarning, "", "Node", "cgpilot-node", "CgroupV1"),
+		event(corev1.EventTypeWarning, "default", "Service", "kubernetes", "ClusterIPNotAllocated"),
+		event(corev1.EventTypeWarning, Namespace, "Pod", HogPod, "OOMKilled"),
+	}}
+	expected, others, err := warnings(context.Background(), expectedOn(true), func(context.Context) (*corev1.EventList, error) { return evs, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(expected) != 2 || len(others) != 1 || !strings.Contains(others[0], "CgroupV1") {
+		t.Errorf("expected %q, others %q: want the CgroupV1 notice alone unexpected", expected, others)
+	}
+	if len(expectedOn(false)) != len(expectedOn(true))+1 {
+		t.Errorf("v1 expects %d warnings, v2 %d: want only the CgroupV1 notice apart", len(expectedOn(false)), len(expectedOn(true)))
 	}
 }
 
@@ -82,7 +103,7 @@ func TestWarningsWhileStopping(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			evs := &corev1.EventList{Items: []corev1.Event{killing, tc.ev}}
-			expected, others, err := Warnings(context.Background(), func(context.Context) (*corev1.EventList, error) { return evs, nil })
+			expected, others, err := warnings(context.Background(), expectedOn(false), func(context.Context) (*corev1.EventList, error) { return evs, nil })
 			if err != nil {
 				t.Fatal(err)
 			}

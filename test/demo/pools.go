@@ -96,7 +96,7 @@ func (r *run) release(ctx context.Context) error {
 	select {
 	case at := <-seen:
 		res.Timings.ReleaseWatch = at.Sub(tr)
-	case <-time.After(5 * time.Second):
+	case <-time.After(scaled(5 * time.Second)):
 		return fmt.Errorf("%w: the demo's own watch never saw %s on %s", ErrDemo, annoRelease, ExclusivePod)
 	}
 	if res.Released, _, err = r.w.until(ctx, 30*time.Second, 20*time.Millisecond, r.w.released(res.Exclusive)); err != nil {
@@ -422,7 +422,7 @@ func watchAnnotation(ctx context.Context, cs kubernetes.Interface, pod corev1.Po
 	seen := make(chan time.Time, 1)
 	go func() {
 		defer wi.Stop()
-		timeout := time.After(30 * time.Second)
+		timeout := time.After(scaled(30 * time.Second))
 		for {
 			select {
 			case ev, ok := <-wi.ResultChan():

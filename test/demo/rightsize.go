@@ -321,8 +321,14 @@ func (r *run) showOOM(ctx context.Context) error {
 	o.Restarts = hog.Status.ContainerStatuses[0].RestartCount
 	r.logf("%s: memory limit %s -> %s in the spec (pods/resize), %s = %d in the kernel, the last raise %v after its creation;",
 		HogPod, &o.LimitBefore, &o.LimitAfter, o.Files.MemoryFile, o.Files.MemoryLimit, round(r.res.Timings.OOMRaised))
-	r.logf("%d OOM kills (oom_kill in %s), container restarts %d: the kills hit the process over the limit, and the agent raised the limit at each",
-		o.Files.OOMKills, filepath.Base(o.Files.OOMFile), o.Restarts)
+	if r.cr.unified {
+		// Not so on v1, where only dd dies and the shell retries.
+		r.logf("%d OOM kills (oom_kill in the pod's %s), container restarts %d: on cgroup v2 the kubelet sets memory.oom.group, so an OOM ends the whole container and the kubelet restarts it; the agent raised the limit at each, and the container it raised for runs on",
+			o.Files.OOMKills, filepath.Base(o.Files.OOMFile), o.Restarts)
+	} else {
+		r.logf("%d OOM kills (oom_kill in %s), container restarts %d: the kills hit the process over the limit, and the agent raised the limit at each",
+			o.Files.OOMKills, filepath.Base(o.Files.OOMFile), o.Restarts)
+	}
 	// The hog prints a line when its memory fits; it follows the raise.
 	_ = poll(ctx, 20*time.Second, 250*time.Millisecond, func() bool {
 		o.Log, err = r.kubectl(ctx, "logs", "-n", Namespace, HogPod)
