@@ -222,8 +222,12 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 		}
 		r.cp.Detach()
 	}()
+	first := "this host: root, 2 CPUs or more, no demo running; the agent image starts building"
+	if o.Prebuilt != nil {
+		first = "this host: root, 2 CPUs or more, no demo running; the images were built before the demo"
+	}
 	steps := []step{
-		{"this host: root, 2 CPUs or more, no demo running; the agent image starts building", r.checkHost},
+		{first, r.checkHost},
 		{"the test bed: etcd, kube-apiserver, controllers, containerd 2 and a kubelet on 127.0.0.1", r.startCluster},
 		{"the agent image and cgpilotctl, cached by the hash of their inputs", r.images},
 		{"deploy the agent and the aggregator: kubectl apply -k (deploy/kustomize and its aggregator component, with the test bed's changes)", r.deployAgent},
