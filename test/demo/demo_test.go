@@ -70,8 +70,21 @@ func TestWarningsCgroupV2(t *testing.T) {
 	if len(expected) != 2 || len(others) != 1 || !strings.Contains(others[0], "CgroupV1") {
 		t.Errorf("expected %q, others %q: want the CgroupV1 notice alone unexpected", expected, others)
 	}
-	if len(expectedOn(false)) != len(expectedOn(true))+1 {
-		t.Errorf("v1 expects %d warnings, v2 %d: want only the CgroupV1 notice apart", len(expectedOn(false)), len(expectedOn(true)))
+	// The hog's restarts (memory.oom.group) are expected on v2 only, and
+	// only of the hog.
+	evs = &corev1.EventList{Items: []corev1.Event{
+		event(corev1.EventTypeWarning, Namespace, "Pod", HogPod, "BackOff"),
+		event(corev1.EventTypeWarning, Namespace, "Pod", HogPod, "ResizeError"),
+		event(corev1.EventTypeWarning, Namespace, "Pod", "web-1", "BackOff"),
+	}}
+	for _, unified := range []bool{false, true} {
+		expected, others, err := warnings(context.Background(), expectedOn(unified), func(context.Context) (*corev1.EventList, error) { return evs, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{false: 0, true: 2}[unified]; len(expected) != want || len(others) != 3-want {
+			t.Errorf("unified %v: expected %q, others %q: want %d expected", unified, expected, others, want)
+		}
 	}
 }
 

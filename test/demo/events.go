@@ -36,9 +36,19 @@ var expectedWarnings = []expectedWarning{
 
 var cgroupV1Warning = expectedWarning{"", "Node", "", "CgroupV1", "the kubelet's note that this host runs cgroup v1"}
 
+// v2Warnings are expected on a cgroup v2 node only, of the hog alone: the
+// kubelet sets memory.oom.group there, so each OOM ends the hog's whole
+// container (on v1 only dd dies): the kubelet backs off before its second
+// restart, and its resize of the container the agent raised may find it
+// stopped ("cannot update a stopped container").
+var v2Warnings = []expectedWarning{
+	{Namespace, "Pod", HogPod, "BackOff", "the kubelet's back-off between the hog's restarts: on cgroup v2 an OOM ends its whole container (memory.oom.group)"},
+	{Namespace, "Pod", HogPod, "ResizeError", "the kubelet's resize of the hog's container while an OOM had stopped it (cgroup v2: memory.oom.group)"},
+}
+
 // expectedOn is expectedWarnings for a host on cgroup v2 (unified) or v1:
 // a v2 node's kubelet has no CgroupV1 notice to give, so there one is a
-// failure.
+// failure; v2Warnings are expected there instead.
 func expectedOn(unified bool) []expectedWarning {
 	if !unified {
 		return expectedWarnings
@@ -49,7 +59,7 @@ func expectedOn(unified bool) []expectedWarning {
 			e = append(e, w)
 		}
 	}
-	return e
+	return append(e, v2Warnings...)
 }
 
 func (e expectedWarning) matches(ev corev1.Event) bool {
