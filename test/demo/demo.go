@@ -530,11 +530,30 @@ func removeAgent(kubeconfig string) error {
 	return nil
 }
 
+// crashLoops is how many restarts of the agent's container in
+// CrashLoopBackOff end WaitAgentReady early: the back-off grows to 5
+// minutes, so waiting on would only hide the agent's error (the demo's
+// caller prints its log).
+const crashLoops = 3
+
 // WaitAgentReady waits until the agent DaemonSet's one pod is updated and
-// Ready; the error says what the DaemonSet and its pod show.
+// Ready; the error says what the DaemonSet and its pod show. An agent
+// container that crash-loops ends the wait at once.
 func WaitAgentReady(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
 	var last string
+	crashing := false
 	err := poll(ctx, timeout, 200*time.Millisecond, func() bool {
+		pods, err := cs.CoreV1().Pods(agentNS).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for _, p := range pods.Items {
+				for _, c := range p.Status.ContainerStatuses {
+					if w := c.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" && c.RestartCount >= crashLoops && strings.HasPrefix(p.Name, agentDS+"-") {
+						crashing = true
+						return true
+					}
+				}
+			}
+		}
 		ds, err := cs.AppsV1().DaemonSets(agentNS).Get(ctx, agentDS, metav1.GetOptions{})
 		if err != nil {
 			last = err.Error()
@@ -559,6 +578,9 @@ func WaitAgentReady(ctx context.Context, cs kubernetes.Interface, timeout time.D
 			}
 		}
 		return fmt.Errorf("%w: agent DaemonSet not ready (%v): %s", ErrDemo, waited(err, timeout), last)
+	}
+	if crashing {
+		return fmt.Errorf("%w: the agent's container crash-loops (%d restarts or more)", ErrDemo, crashLoops)
 	}
 	return nil
 }
