@@ -247,6 +247,11 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 		fmt.Fprintf(r.out, "\n==> step %d/%d: %s\n", i+1, len(steps), s.name)
 		ts := time.Now()
 		if err := s.do(ctx); err != nil {
+			if r.bed.Image != "" && r.node != nil && !strings.Contains(err.Error(), "agent log ") {
+				// The agent is deployed: what it said is the first thing
+				// to read (the VM of make demo-v2 is gone afterwards).
+				err = fmt.Errorf("%w\n%s", err, agentLogTail(r.node.State.Dir, 40))
+			}
 			return nil, fmt.Errorf("step %d/%d (%s): %w", i+1, len(steps), s.name, err)
 		}
 		st := StepTiming{Name: s.name, Took: time.Since(ts), At: time.Since(r.t0)}
@@ -443,7 +448,11 @@ func (r *run) startWorkloads(ctx context.Context) error {
 func (r *run) summary() {
 	t := r.res.Timings
 	kubectl := filepath.Join(r.o.BinDir, "kubectl")
-	fmt.Fprintf(r.out, "\n==> timings (cgroup files polled every 1 ms for the pool changes)\n")
+	every := "1 ms"
+	if timeScale > 1 {
+		every = "10 ms (under emulation)"
+	}
+	fmt.Fprintf(r.out, "\n==> timings (cgroup files polled every %s for the pool changes)\n", every)
 	r.logf("control plane %v, node %v, images %v (during the cluster start), agent Ready %v after kubectl apply",
 		round(t.ControlPlane), round(t.Node), round(t.Images), round(t.AgentReady))
 	r.logf("pods created -> pinned %v; release-isolation -> cgroups %v (a watch saw the patch after %v), restore %v, delete -> shared widened %v, re-create -> pinned %v",

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -403,7 +404,13 @@ func (w watcher) widened(_ []corev1.Pod, s Snapshot) (cpuset.CPUSet, string) {
 
 func printSnapshot(out io.Writer, s Snapshot) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "    POD\tPOOL\tcontainer cpuset.cpus\tcontainer cpu.cfs_quota_us\tpod cpuset.cpus\tpod cpu.cfs_quota_us")
+	// The file's own name: cpu.cfs_quota_us on v1, cpu.max on v2 (its
+	// quota, -1 for "max").
+	quota := "cpu.cfs_quota_us"
+	if len(s) > 0 {
+		quota = filepath.Base(s[0].QuotaFile)
+	}
+	fmt.Fprintf(tw, "    POD\tPOOL\tcontainer cpuset.cpus\tcontainer %s\tpod cpuset.cpus\tpod %s\n", quota, quota)
 	for _, c := range s {
 		fmt.Fprintf(tw, "    %s\t%s\t%s\t%d\t%s\t%d\n", c.Pod, c.Pool, c.CPUs, c.Quota, c.PodCPUs, c.PodQuota)
 	}

@@ -97,6 +97,11 @@ func waited(err error, timeout time.Duration) string {
 }
 
 func poll(ctx context.Context, timeout, every time.Duration, cond func() bool) error {
+	if timeScale > 1 && every < 10*time.Millisecond {
+		// Under TCG a 1 ms loop of cgroup reads takes a whole emulated
+		// CPU from the agent and kubelet it is timing.
+		every = 10 * time.Millisecond
+	}
 	ctx, cancel := context.WithTimeout(ctx, scaled(timeout))
 	defer cancel()
 	t := time.NewTicker(every)
