@@ -179,16 +179,23 @@ func (r *run) recreateExclusive(ctx context.Context) error {
 }
 
 // busyPod is a busybox pod spinning one CPU: the load that shows where the
-// cpuset lets it run.
+// cpuset lets it run. Under emulation (Options.Slow) it wakes ten times a
+// second instead: four spinning pods took the v2 VM's two emulated CPUs
+// from the agent, the kubelet and the API server (the agent's API and the
+// kubelet's PodResources timed out), and no step checks the load itself.
 func busyPod(name string, annotations map[string]string, req, lim corev1.ResourceList) *corev1.Pod {
 	grace := int64(1)
+	loop := "while :; do :; done"
+	if timeScale > 1 {
+		loop = "while :; do usleep 100000; done"
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, Annotations: annotations, Labels: map[string]string{"app": "cgpilot-demo"}},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: &grace,
 			Containers: []corev1.Container{{
 				Name: "busy", Image: images.BusyboxRef, ImagePullPolicy: corev1.PullNever,
-				Command:   []string{"sh", "-c", "while :; do :; done"},
+				Command:   []string{"sh", "-c", loop},
 				Resources: corev1.ResourceRequirements{Requests: req, Limits: lim},
 			}},
 		},
