@@ -48,8 +48,11 @@
 // read are their v2 names, an OOM kills the hog's whole container
 // (memory.oom.group), so it restarts and the kills are counted in the
 // pod's memory.events, and the VM passes Options.Prebuilt (no Go
-// toolchain to build the images), Slow (TCG: every wait x4) and NoBrowser
-// (no Chromium: the screenshot is skipped, the JSON API still checked).
+// toolchain to build the images), Slow (TCG: every wait x4, the files
+// polled every 10 ms, the busy pods and the web client mostly asleep, so
+// that they leave the emulated CPUs to the node) and NoBrowser (no
+// Chromium: the screenshot is skipped, the JSON API still checked). A step
+// that fails after the agent's deploy prints the agent's log.
 //
 // The cluster stays up; Down deletes the agent DaemonSet (so nothing
 // re-creates its pod) and runs harness.Teardown. Up returns a Result with
