@@ -88,6 +88,32 @@ func TestWarningsCgroupV2(t *testing.T) {
 	}
 }
 
+// TestWarningsUnderEmulation: under Slow a failed readiness probe of a
+// cgpilot-system pod is expected; a liveness failure, or one of another
+// namespace, is not, and without Slow neither is.
+func TestWarningsUnderEmulation(t *testing.T) {
+	probe := func(ns, name, msg string) corev1.Event {
+		e := event(corev1.EventTypeWarning, ns, "Pod", name, "Unhealthy")
+		e.Message = msg
+		return e
+	}
+	evs := &corev1.EventList{Items: []corev1.Event{
+		probe(agentNS, "cgpilot-agent-x", "Readiness probe failed: HTTP probe failed with statuscode: 503"),
+		probe(agentNS, "cgpilot-aggregator-y", "Readiness probe failed: Get \"http://127.0.0.1:1/readyz\": context deadline exceeded"),
+		probe(agentNS, "cgpilot-agent-x", "Liveness probe failed: HTTP probe failed with statuscode: 503"),
+		probe(Namespace, "web-1", "Readiness probe failed: timeout"),
+	}}
+	for _, slow := range []bool{false, true} {
+		expected, others, err := warnings(context.Background(), expectedFor(true, slow), func(context.Context) (*corev1.EventList, error) { return evs, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{false: 0, true: 2}[slow]; len(expected) != want || len(others) != 4-want {
+			t.Errorf("slow %v: expected %q, others %q: want %d expected", slow, expected, others, want)
+		}
+	}
+}
+
 // TestWarningsWhileStopping: a failed readiness or liveness probe of an
 // agent pod is expected only at or after the kubelet's Killing event of
 // that same pod; before it, or of another pod, it is a failure.

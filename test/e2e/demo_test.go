@@ -277,7 +277,7 @@ func TestDemoUpAndDown(t *testing.T) {
 	}
 
 	// No Warning Event but the expected ones, also after the demo's own check.
-	expected, others, err := demo.Warnings(context.Background(), func(ctx context.Context) (*corev1.EventList, error) {
+	expected, others, err := demo.WarningsOn(context.Background(), o.Slow, func(ctx context.Context) (*corev1.EventList, error) {
 		return cs.CoreV1().Events("").List(ctx, metav1.ListOptions{})
 	})
 	if err != nil || len(others) > 0 {
