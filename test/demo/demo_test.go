@@ -88,9 +88,9 @@ func TestWarningsCgroupV2(t *testing.T) {
 	}
 }
 
-// TestWarningsUnderEmulation: under Slow a failed readiness probe of a
-// cgpilot-system pod is expected; a liveness failure, or one of another
-// namespace, is not, and without Slow neither is.
+// TestWarningsUnderEmulation: under Slow a failed readiness or liveness
+// probe of a cgpilot-system pod is expected; another Unhealthy event, or
+// one of another namespace, is not, and without Slow neither is.
 func TestWarningsUnderEmulation(t *testing.T) {
 	probe := func(ns, name, msg string) corev1.Event {
 		e := event(corev1.EventTypeWarning, ns, "Pod", name, "Unhealthy")
@@ -101,6 +101,7 @@ func TestWarningsUnderEmulation(t *testing.T) {
 		probe(agentNS, "cgpilot-agent-x", "Readiness probe failed: HTTP probe failed with statuscode: 503"),
 		probe(agentNS, "cgpilot-aggregator-y", "Readiness probe failed: Get \"http://127.0.0.1:1/readyz\": context deadline exceeded"),
 		probe(agentNS, "cgpilot-agent-x", "Liveness probe failed: HTTP probe failed with statuscode: 503"),
+		probe(agentNS, "cgpilot-agent-x", "Startup script failed"),
 		probe(Namespace, "web-1", "Readiness probe failed: timeout"),
 	}}
 	for _, slow := range []bool{false, true} {
@@ -108,7 +109,7 @@ func TestWarningsUnderEmulation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := map[bool]int{false: 0, true: 2}[slow]; len(expected) != want || len(others) != 4-want {
+		if want := map[bool]int{false: 0, true: 3}[slow]; len(expected) != want || len(others) != 5-want {
 			t.Errorf("slow %v: expected %q, others %q: want %d expected", slow, expected, others, want)
 		}
 	}
