@@ -47,7 +47,7 @@ help:
 	@echo "deps        what is missing: apt packages (as root), Kubernetes binaries, containerd 2 + runc, v2 VM kernel (hack/deps.sh; make test and make demo run it)"
 	@echo "demo        (root) install what is missing, then the whole agent on a local single-node cluster, step by step"
 	@echo "demo-down   remove everything make demo started"
-	@echo "demo-v2     the same demo on a cgroup v2 node in the qemu VM (TCG: slow, 13 min or more; no root needed), then its teardown: the VM ends with the run"
+	@echo "demo-v2     the same demo on a cgroup v2 node in the qemu VM (TCG: about 6 min on a quiet machine; no root needed), then its teardown: the VM ends with the run"
 
 build:
 	$(GO) build -trimpath -o bin/ ./cmd/...
