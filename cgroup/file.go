@@ -4,9 +4,11 @@ package cgroup
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/opencontainers/cgroups"
 	"golang.org/x/sys/unix"
@@ -76,17 +78,108 @@ func unwrapPathErr(err error) error {
 	return err
 }
 
+// openFile opens one cgroup file through opencontainers/cgroups, and
+// beneath the mount that holds dir where the library's openat2 refused to
+// cross into it. On cgroup v2 the library resolves every path beneath
+// /sys/fs/cgroup with RESOLVE_NO_XDEV (one cgroup2 mount there, it
+// assumes), but the agent's DaemonSet mounts the host's /sys/fs/cgroup
+// read-only and /sys/fs/cgroup/kubepods read-write on top of it (the
+// cgroup-v2 component): every kubepods file is then on another mount
+// (EXDEV). The retry keeps the same confinement, beneath that mount's
+// root: RESOLVE_BENEATH, NO_XDEV, NO_SYMLINKS and NO_MAGICLINKS, on a
+// cgroup2 filesystem.
+func openFile(dir, name string, flags int) (*os.File, error) {
+	f, err := cgroups.OpenFile(dir, name, flags)
+	if err == nil || !errors.Is(err, unix.EXDEV) {
+		return f, err
+	}
+	root, rerr := mountRoots.get(dir)
+	if rerr != nil {
+		return nil, errors.Join(err, rerr)
+	}
+	rel, rerr := filepath.Rel(root.Name(), filepath.Join(dir, name))
+	if rerr != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, err
+	}
+	fd, oerr := unix.Openat2(int(root.Fd()), rel, &unix.OpenHow{Flags: uint64(flags) | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if oerr != nil {
+		return nil, &os.PathError{Op: "openat2", Path: filepath.Join(dir, name), Err: oerr}
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(dir, name)), nil
+}
+
+// mountRoots are O_PATH descriptors of the cgroup2 mounts below
+// /sys/fs/cgroup that openFile retries beneath, by mount point, opened
+// once.
+var mountRoots = rootCache{roots: map[string]*os.File{}}
+
+type rootCache struct {
+	mu    sync.Mutex
+	roots map[string]*os.File
+}
+
+// get returns the root of the mount that holds dir: its highest ancestor
+// on the same mount (statx's mount ID), checked to be cgroup2.
+func (c *rootCache) get(dir string) (*os.File, error) {
+	mntID := func(p string) (uint64, error) {
+		var st unix.Statx_t
+		if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &st); err != nil {
+			return 0, err
+		}
+		if st.Mask&unix.STATX_MNT_ID == 0 {
+			return 0, errors.New("statx: no mount ID (Linux 5.8+)")
+		}
+		return st.Mnt_id, nil
+	}
+	id, err := mntID(dir)
+	if err != nil {
+		return nil, err
+	}
+	point := filepath.Clean(dir)
+	for point != "/" {
+		parent := filepath.Dir(point)
+		pid, err := mntID(parent)
+		if err != nil || pid != id {
+			break
+		}
+		point = parent
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.roots[point]; ok {
+		return f, nil
+	}
+	fd, err := unix.Open(point, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: point, Err: err}
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(fd, &st); err != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "open", Path: point, Err: errors.New("not a cgroup file")}
+	}
+	f := os.NewFile(uintptr(fd), point)
+	c.roots[point] = f
+	return f, nil
+}
+
 // readFile reads a whole (small) cgroup file, trimmed of the trailing newline.
 // It is the slow path (writer, layout); the hot path is heldFile.
 func readFile(dir, name string) (string, error) {
 	if err := checkName(dir, name); err != nil {
 		return "", err
 	}
-	s, err := cgroups.ReadFile(dir, name)
+	f, err := openFile(dir, name, unix.O_RDONLY)
 	if err != nil {
 		return "", fileErr("read", filepath.Join(dir, name), "", err, ErrRead)
 	}
-	return strings.TrimSpace(s), nil
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return "", fileErr("read", filepath.Join(dir, name), "", err, ErrRead)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // writeFile writes one value to one cgroup file. The file must exist: the
@@ -96,7 +189,14 @@ func writeFile(dir, name, value string) error {
 	if err := checkName(dir, name); err != nil {
 		return err
 	}
-	if err := cgroups.WriteFile(dir, name, value); err != nil {
+	f, err := openFile(dir, name, unix.O_WRONLY)
+	if err != nil {
+		return fileErr("write", filepath.Join(dir, name), value, err, ErrWrite)
+	}
+	defer f.Close()
+	// One write (os.File retries EINTR): the kernel takes the value whole
+	// or fails it.
+	if _, err := f.Write([]byte(value)); err != nil {
 		return fileErr("write", filepath.Join(dir, name), value, err, ErrWrite)
 	}
 	return nil
@@ -120,9 +220,9 @@ func openHeldFlags(dir, name string, flags int) (heldFile, error) {
 	if err := checkName(dir, name); err != nil {
 		return heldFile{fd: -1}, err
 	}
-	// cgroups.OpenFile resolves the name beneath the cgroupfs root
-	// (openat2); the descriptor is then ours alone.
-	f, err := cgroups.OpenFile(dir, name, flags)
+	// openFile resolves the name beneath the cgroupfs root (openat2); the
+	// descriptor is then ours alone.
+	f, err := openFile(dir, name, flags)
 	if err != nil {
 		return heldFile{fd: -1}, fileErr("open", filepath.Join(dir, name), "", err, ErrRead)
 	}

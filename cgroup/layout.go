@@ -4,6 +4,7 @@ package cgroup
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -70,7 +71,29 @@ func ReadMounts(procRoot string) (Mounts, error) {
 	if err != nil {
 		return Mounts{}, fmt.Errorf("%s: %w", p, err)
 	}
+	m.Unified = hostRoot(m.Unified)
 	return m, nil
+}
+
+// hostRoot resolves the root of a cgroup2 mount made outside this
+// process's cgroup namespace. On cgroup v2, containerd gives a container
+// its own cgroup namespace (runc's default there), so the agent's hostPath
+// mount of the host's /sys/fs/cgroup shows in mountinfo with a root
+// relative to the container's own cgroup, "/../../../.." for a container
+// four levels down (kubepods/burstable/pod<uid>/<id>), and no kubepods
+// path would lie below it. Only the hierarchy's root cgroup lacks
+// cgroup.type, so a mount point without it is the root: "/". Any other
+// mount keeps its root (and paths outside it stay an error).
+func hostRoot(mnt Mount) Mount {
+	if mnt.Point == "" || (mnt.Root != "/.." && !strings.HasPrefix(mnt.Root, "/../")) {
+		return mnt
+	}
+	if _, err := os.Stat(filepath.Join(mnt.Point, "cgroup.type")); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(mnt.Point, "cgroup.controllers")); err == nil {
+			mnt.Root = "/"
+		}
+	}
+	return mnt
 }
 
 // ParseMountinfo finds the cgroup mounts in mountinfo(5) text and decides
@@ -440,6 +463,9 @@ func (*Layout) dir(mnt Mount, rel string) (string, error) {
 	}
 	if root != "/" {
 		if rel != root && !strings.HasPrefix(rel, root+"/") {
+			if strings.HasPrefix(root, "/..") {
+				return "", fmt.Errorf("%w: %s is outside the mounted part %s of the hierarchy at %s: the mount's root lies outside this process's cgroup namespace and is not the hierarchy's root (mount the host's /sys/fs/cgroup itself)", ErrLayout, rel, root, mnt.Point)
+			}
 			return "", fmt.Errorf("%w: %s is outside the mounted part %s of the hierarchy at %s", ErrLayout, rel, root, mnt.Point)
 		}
 		rel = strings.TrimPrefix(rel, root)

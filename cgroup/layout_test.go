@@ -84,6 +84,72 @@ func TestReadMountsThisHost(t *testing.T) {
 	}
 }
 
+// TestReadMountsCgroupNamespace: in a container with its own cgroup
+// namespace (containerd's default on cgroup v2) the hostPath mount of the
+// host's /sys/fs/cgroup shows a root of "/../../../..". A mount point
+// without cgroup.type is the hierarchy's root and resolves to "/", so the
+// kubepods paths map below it (the demo's agent DaemonSet on the v2 VM
+// crash-looped on "/kubepods is outside the mounted part /../../../..");
+// one with cgroup.type (a cgroup below the root) keeps its root, and the
+// error then names the namespace.
+func TestReadMountsCgroupNamespace(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		files    []string
+		wantRoot string
+	}{
+		{"hierarchy root", []string{"cgroup.controllers", "cgroup.subtree_control"}, "/"},
+		{"a cgroup below the root", []string{"cgroup.controllers", "cgroup.type"}, "/../../../.."},
+		{"not a cgroup directory", nil, "/../../../.."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			point := filepath.Join(dir, "cgroup")
+			if err := os.MkdirAll(filepath.Join(point, "kubepods"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range tc.files {
+				if err := os.WriteFile(filepath.Join(point, f), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			proc := filepath.Join(dir, "proc")
+			if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			info := fmt.Sprintf("700 600 0:26 /../../../.. %s ro,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 rw\n"+
+				"701 700 0:26 /../../.. %s/kubepods rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup2 rw\n", point, point)
+			if err := os.WriteFile(filepath.Join(proc, "self", "mountinfo"), []byte(info), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			m, err := ReadMounts(proc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Mode != ModeUnified || m.Unified.Point != point || m.Unified.Root != tc.wantRoot {
+				t.Fatalf("mounts %+v: want unified at %s, root %s", m, point, tc.wantRoot)
+			}
+			l, err := NewLayout(m, LayoutConfig{KubepodsPath: "/kubepods"})
+			if tc.wantRoot == "/" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, err := l.DirsAt("/kubepods")
+				if err != nil || d.CPU != filepath.Join(point, "kubepods") {
+					t.Errorf("kubepods dirs %+v (%v): want %s/kubepods", d, err, point)
+				}
+				return
+			}
+			if err == nil {
+				_, err = l.DirsAt("/kubepods")
+			}
+			if err == nil || !strings.Contains(err.Error(), "cgroup namespace") {
+				t.Errorf("layout of a mount outside the namespace: %v, want an error naming the cgroup namespace", err)
+			}
+		})
+	}
+}
+
 // layoutCase is one directory as a driver/runtime combination creates it,
 // written out literally (not computed) so the test checks the naming.
 type layoutCase struct {

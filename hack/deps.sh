@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# deps.sh [demo|test|all] - install what is missing for `make demo`, `make
-# test` or both (default all), idempotently, saying what it does:
+# deps.sh [demo|demo-v2|test|all] - install what is missing for `make demo`,
+# `make demo-v2`, `make test` or all (default), idempotently, saying what it
+# does:
 #
 #   apt packages   (root, Debian) the node tier and the demo: busybox-static,
 #                  CNI plugins, iproute2, iptables, and gcc, libc6-dev,
@@ -16,25 +17,36 @@
 #   runtime        test/runtimebins/build.sh: the node's containerd 2 (with
 #                  its runc shim and ctr) and runc, built once from the Go
 #                  module proxy (about 4-5 min on 2 cores), cached by their pin
-#   v2 VM kernel   test/v2vm/kernel.sh (test only): a Debian kernel, cached
+#   v2 VM kernel   test/v2vm/kernel.sh (test and demo-v2): a Debian kernel, cached
 #   descheduler    test/deschedbin/build.sh (test only): the upstream
 #                  descheduler the rescheduling tests run, built once from the
 #                  Go module proxy (3-5 min on 2 cores), cached by its pin
 #
-# `make demo` and `make test` run it first; when everything is there it
-# takes well under a second. For demo a missing piece is an error. For test
+# demo-v2 is the node's packages, qemu-system-x86 and cpio, the Kubernetes
+# binaries, the runtime and the VM kernel; it needs no root when they are
+# there (the node runs inside the TCG VM).
+#
+# `make demo`, `make demo-v2` and `make test` run it first; when everything
+# is there it takes well under a second. For demo and demo-v2 a missing
+# piece is an error. For test
 # it is not: the tiers that need it are skipped by `make test`, which says
 # why (hack/tier-check.sh), and the rest still runs.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 what=${1:-all}
-case $what in demo | test | all) ;; *) echo "usage: $0 [demo|test|all]" >&2; exit 2 ;; esac
+case $what in demo | demo-v2 | test | all) ;; *) echo "usage: $0 [demo|demo-v2|test|all]" >&2; exit 2 ;; esac
 
 NODE_PKGS="busybox-static containernetworking-plugins iproute2 iptables gcc libc6-dev pkg-config libseccomp-dev"
 TEST_PKGS="qemu-system-x86 cpio clang-19 llvm-19 libbpf-dev chromium"
 pkgs=$NODE_PKGS
 steps=3
-if [ "$what" != demo ]; then pkgs="$pkgs $TEST_PKGS"; steps=5; fi
+case $what in
+  demo-v2) pkgs="$pkgs qemu-system-x86 cpio"; steps=4 ;;
+  test | all) pkgs="$pkgs $TEST_PKGS"; steps=5 ;;
+esac
+# demo and demo-v2 stop at the first missing piece.
+strict=0
+[[ $what == demo* ]] && strict=1
 
 # The demo runs a real kubelet and containerd: nothing to install for a
 # user who cannot run it.
@@ -48,7 +60,7 @@ ms() { echo "$(( ($(date +%s%N) - $1) / 1000000 ))ms"; }
 rc=0
 failed() { # what, why
   echo "deps: $1: $2" >&2
-  if [ "$what" = demo ]; then exit 1; fi
+  if [ "$strict" = 1 ]; then exit 1; fi
   rc=1
 }
 
@@ -104,6 +116,8 @@ if [ "$what" != demo ]; then
   else
     failed "4/$steps v2 VM kernel" "test/v2vm/kernel.sh failed (see above)"
   fi
+fi
+if [ "$what" = test ] || [ "$what" = all ]; then
   pinned 5 test/deschedbin/build.sh "descheduler " "the descheduler (once; cached by its pin)" descheduler
 fi
 echo "deps: done in $(ms "$start")"

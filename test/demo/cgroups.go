@@ -41,8 +41,12 @@ func (s Snapshot) Find(pod string) (ContainerCgroup, bool) {
 }
 
 // cgroupReader resolves pod and container cgroups on this host with the
-// cgroup package's layout (cgroupfs driver, /kubepods).
-type cgroupReader struct{ layout *cgroup.Layout }
+// cgroup package's layout (cgroupfs driver, /kubepods); unified: the host
+// runs cgroup v2.
+type cgroupReader struct {
+	layout  *cgroup.Layout
+	unified bool
+}
 
 func newCgroupReader() (*cgroupReader, error) {
 	m, err := cgroup.ReadMounts("/proc")
@@ -53,7 +57,7 @@ func newCgroupReader() (*cgroupReader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDemo, err)
 	}
-	return &cgroupReader{layout: l}, nil
+	return &cgroupReader{layout: l, unified: m.Mode == cgroup.ModeUnified}, nil
 }
 
 // nodeCPUs are the CPUs of the root cpuset: all the pools can hand out
@@ -157,8 +161,13 @@ type ResourceFiles struct {
 	Quota       int64  // -1 = no CFS quota
 	MemoryFile  string // memory.limit_in_bytes (v1) or memory.max (v2)
 	MemoryLimit int64  // -1 = "max" (v2)
-	OOMFile     string // memory.oom_control (v1) or memory.events (v2)
-	OOMKills    int64  // its oom_kill counter
+	// OOMFile is the container's memory.oom_control on v1; on v2 the
+	// pod's memory.events, which counts its containers' kills
+	// (hierarchically): the kubelet sets memory.oom.group there, so an OOM
+	// ends the whole container and its restart has a new cgroup, counting
+	// from 0.
+	OOMFile  string
+	OOMKills int64 // its oom_kill counter
 }
 
 // resources reads the first container's ResourceFiles of pod.
@@ -175,9 +184,13 @@ func (r *cgroupReader) resources(p *corev1.Pod) (ResourceFiles, error) {
 		MemoryFile: filepath.Join(d.Memory, "memory.limit_in_bytes"), OOMFile: filepath.Join(d.Memory, "memory.oom_control"),
 	}
 	if d.Unified {
+		pd, err := r.layout.PodDirs(string(p.UID), cgroup.QoS(p.Status.QOSClass))
+		if err != nil {
+			return ResourceFiles{}, fmt.Errorf("%w: pod %s: %v", ErrDemo, p.Name, err)
+		}
 		f = ResourceFiles{
 			SharesFile: filepath.Join(d.CPU, "cpu.weight"), QuotaFile: filepath.Join(d.CPU, "cpu.max"),
-			MemoryFile: filepath.Join(d.Memory, "memory.max"), OOMFile: filepath.Join(d.Memory, "memory.events"),
+			MemoryFile: filepath.Join(d.Memory, "memory.max"), OOMFile: filepath.Join(pd.Memory, "memory.events"),
 		}
 	}
 	if f.Shares, err = readNumber(f.SharesFile); err != nil {

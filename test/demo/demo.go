@@ -25,6 +25,10 @@ import (
 	"github.com/cgpilot/cgpilot/test/images"
 )
 
+// slowScale is Options.Slow's factor: in the v2 VM a pod starts in
+// 17-33 s (2-3 s on the host), the control plane in about a minute.
+const slowScale = 4
+
 // ErrDemo is wrapped by every error of the demo.
 var ErrDemo = errors.New("demo")
 
@@ -45,6 +49,72 @@ type Options struct {
 	RuntimeBinDir string    // the node's containerd 2 and runc (default $CGPILOT_RUNTIME_BINS)
 	RepoRoot      string    // the cgpilot checkout (deploy/ and the go build)
 	Out           io.Writer // the demo's report
+	// Prebuilt, when set, are the images and cgpilotctl built elsewhere
+	// (BuildImages on the host): the cgroup v2 VM has no Go toolchain.
+	Prebuilt *Prebuilt
+	// Slow: the node runs under emulation (the cgroup v2 VM's TCG, about
+	// ten times slower); every wait of the demo allows slowScale times as
+	// long.
+	Slow bool
+	// NoBrowser, when set, is why the dashboard step takes no screenshot
+	// (the VM has no Chromium); the JSON API and its 401s are still checked.
+	NoBrowser string
+}
+
+// Prebuilt are the files the demo's first step otherwise builds.
+type Prebuilt struct {
+	AgentImage, AggregatorImage, Cgpilotctl string // docker-archives and the binary
+}
+
+// Prebuilt file names in a directory (WriteImages, PrebuiltIn).
+const (
+	prebuiltAgent      = "agent-image.tar"
+	prebuiltAggregator = "aggregator-image.tar"
+	prebuiltCtl        = "cgpilotctl"
+)
+
+// PrebuiltIn names the files WriteImages put in dir.
+func PrebuiltIn(dir string) *Prebuilt {
+	return &Prebuilt{AgentImage: filepath.Join(dir, prebuiltAgent), AggregatorImage: filepath.Join(dir, prebuiltAggregator),
+		Cgpilotctl: filepath.Join(dir, prebuiltCtl)}
+}
+
+// WriteImages builds (or finds in cacheDir) the agent and aggregator
+// images and cgpilotctl, as the demo's first step does, and links or
+// copies them into dir under PrebuiltIn's names: test/v2node packs them
+// into the cgroup v2 VM.
+func WriteImages(ctx context.Context, cacheDir, dir string) error {
+	b := buildImages(ctx, cacheDir)
+	if b.err != nil {
+		return fmt.Errorf("%w: build: %v", ErrDemo, b.err)
+	}
+	p := PrebuiltIn(dir)
+	for from, to := range map[string]string{b.image.Path: p.AgentImage, b.aggregator.Path: p.AggregatorImage, b.ctl.Path: p.Cgpilotctl} {
+		os.Remove(to)
+		if err := os.Link(from, to); err == nil {
+			continue
+		}
+		if err := copyFile(from, to); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buildImages builds (or finds in cacheDir) the agent image, cgpilotctl
+// and the aggregator image.
+func buildImages(ctx context.Context, cacheDir string) buildResult {
+	tb := time.Now()
+	var b buildResult
+	b.image, b.agent, b.err = images.CachedGoImage(ctx, AgentImage, "github.com/cgpilot/cgpilot/cmd/cgpilot-agent", cacheDir)
+	if b.err == nil {
+		b.ctl, b.err = images.CachedBinary(ctx, "github.com/cgpilot/cgpilot/cmd/cgpilotctl", cacheDir)
+	}
+	if b.err == nil {
+		b.aggregator, _, b.err = images.CachedGoImage(ctx, AggregatorImage, "github.com/cgpilot/cgpilot/cmd/cgpilot-aggregator", cacheDir)
+	}
+	b.took = time.Since(tb)
+	return b
 }
 
 // Timings of one demo run.
@@ -132,6 +202,10 @@ type step struct {
 // On error it tears down everything it started.
 func Up(ctx context.Context, o Options) (res *Result, err error) {
 	r := &run{o: o, out: o.Out, t0: time.Now(), res: &Result{Dir: o.Dir}}
+	if o.Slow {
+		timeScale = slowScale
+		defer func() { timeScale = 1 }()
+	}
 	defer func() {
 		if r.cp == nil {
 			return
@@ -148,8 +222,12 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 		}
 		r.cp.Detach()
 	}()
+	first := "this host: root, 2 CPUs or more, no demo running; the agent image starts building"
+	if o.Prebuilt != nil {
+		first = "this host: root, 2 CPUs or more, no demo running; the images were built before the demo"
+	}
 	steps := []step{
-		{"this host: root, 2 CPUs or more, no demo running; the agent image starts building", r.checkHost},
+		{first, r.checkHost},
 		{"the test bed: etcd, kube-apiserver, controllers, containerd 2 and a kubelet on 127.0.0.1", r.startCluster},
 		{"the agent image and cgpilotctl, cached by the hash of their inputs", r.images},
 		{"deploy the agent and the aggregator: kubectl apply -k (deploy/kustomize and its aggregator component, with the test bed's changes)", r.deployAgent},
@@ -169,6 +247,11 @@ func Up(ctx context.Context, o Options) (res *Result, err error) {
 		fmt.Fprintf(r.out, "\n==> step %d/%d: %s\n", i+1, len(steps), s.name)
 		ts := time.Now()
 		if err := s.do(ctx); err != nil {
+			if r.bed.Image != "" && r.node != nil && !strings.Contains(err.Error(), "agent log ") {
+				// The agent is deployed: what it said is the first thing
+				// to read (the VM of make demo-v2 is gone afterwards).
+				err = fmt.Errorf("%w\n%s", err, agentLogTail(r.node.State.Dir, 40))
+			}
 			return nil, fmt.Errorf("step %d/%d (%s): %w", i+1, len(steps), s.name, err)
 		}
 		st := StepTiming{Name: s.name, Took: time.Since(ts), At: time.Since(r.t0)}
@@ -211,23 +294,17 @@ func (r *run) checkHost(ctx context.Context) error {
 		return fmt.Errorf("%w: the demo needs 2 CPUs (1 exclusive + the shared pool); this machine has %s", ErrDemo, r.res.NodeCPUs)
 	}
 	r.logf("CPUs %s: 1 exclusive, the rest shared, none reserved (reservedCPUs: \"\" in deploy/kustomize/config.yaml)", r.res.NodeCPUs)
+	r.built = make(chan buildResult, 1)
+	if p := r.o.Prebuilt; p != nil {
+		r.cacheDir = filepath.Dir(p.AgentImage)
+		r.built <- buildResult{image: images.Cached{Path: p.AgentImage}, ctl: images.Cached{Path: p.Cgpilotctl},
+			aggregator: images.Cached{Path: p.AggregatorImage}}
+		return nil
+	}
 	if r.cacheDir, err = images.DefaultCacheDir(); err != nil {
 		return err
 	}
-	r.built = make(chan buildResult, 1)
-	go func() {
-		tb := time.Now()
-		var b buildResult
-		b.image, b.agent, b.err = images.CachedGoImage(ctx, AgentImage, "github.com/cgpilot/cgpilot/cmd/cgpilot-agent", r.cacheDir)
-		if b.err == nil {
-			b.ctl, b.err = images.CachedBinary(ctx, "github.com/cgpilot/cgpilot/cmd/cgpilotctl", r.cacheDir)
-		}
-		if b.err == nil {
-			b.aggregator, b.err = r.buildAggregator(ctx)
-		}
-		b.took = time.Since(tb)
-		r.built <- b
-	}()
+	go func() { r.built <- buildImages(ctx, r.cacheDir) }()
 	return nil
 }
 
@@ -238,14 +315,14 @@ func (r *run) startCluster(ctx context.Context) error {
 		return err
 	}
 	cp, err := harness.StartControlPlane(ctx, harness.Options{BinDir: r.o.BinDir, Dir: r.o.Dir, Controllers: true, Detach: true, Logf: r.logf,
-		ExtraFlags: map[string][]string{"kube-apiserver": webhookAuth}})
+		ExtraFlags: map[string][]string{"kube-apiserver": webhookAuth}, ReadyTimeout: scaled(90 * time.Second)})
 	if err != nil {
 		<-r.built
 		return err
 	}
 	r.cp = cp
 	r.res.Timings.ControlPlane = cp.Started
-	if r.node, err = harness.StartNode(ctx, cp, harness.NodeOptions{RuntimeBinDir: r.o.RuntimeBinDir}); err != nil {
+	if r.node, err = harness.StartNode(ctx, cp, harness.NodeOptions{RuntimeBinDir: r.o.RuntimeBinDir, ReadyTimeout: scaled(3 * time.Minute)}); err != nil {
 		<-r.built
 		return err
 	}
@@ -268,7 +345,9 @@ func (r *run) startCluster(ctx context.Context) error {
 // images waits for the build started by checkHost, imports the image into
 // the node's containerd (no registry) and puts cgpilotctl in the demo's bin.
 func (r *run) images(ctx context.Context) error {
-	r.logf("go build of ./cmd/cgpilot-agent and ./cmd/cgpilotctl, started with the cluster; cache %s", r.cacheDir)
+	if r.o.Prebuilt == nil {
+		r.logf("go build of ./cmd/cgpilot-agent and ./cmd/cgpilotctl, started with the cluster; cache %s", r.cacheDir)
+	}
 	select {
 	case r.build = <-r.built:
 	case <-ctx.Done():
@@ -282,13 +361,17 @@ func (r *run) images(ctx context.Context) error {
 		what string
 		c    images.Cached
 	}{{"agent image " + AgentImage, r.build.image}, {"cgpilotctl", r.build.ctl}, {"aggregator image " + AggregatorImage, r.build.aggregator}} {
-		if c.c.Built {
+		if r.o.Prebuilt != nil {
+			r.logf("%s built before the demo (on the host: this node has no Go toolchain): %s", c.what, c.c.Path)
+		} else if c.c.Built {
 			r.logf("%s built (inputs %s)", c.what, c.c.Hash)
 		} else {
 			r.logf("%s reused: inputs unchanged (%s)", c.what, c.c.Hash)
 		}
 	}
-	r.logf("ready %v after the start of the build", round(r.build.took))
+	if r.o.Prebuilt == nil {
+		r.logf("ready %v after the start of the build", round(r.build.took))
+	}
 	if err := r.node.ImportImage(ctx, r.build.image.Path); err != nil {
 		return fmt.Errorf("%w: import agent image: %v", ErrDemo, err)
 	}
@@ -313,6 +396,11 @@ func (r *run) deployAgent(ctx context.Context) error {
 	}
 	r.bed = deploy.TestBed{Image: AgentImage, APIHost: u.Hostname(), APIPort: u.Port(), HealthPort: healthPort,
 		KubeletDir: r.node.KubeletRootDir(), StateDir: filepath.Join(r.o.Dir, "agent"), SampleInterval: sampleInterval}
+	if r.cr.unified {
+		// The base mounts the v1 hierarchies' kubepods trees; a v2 node's
+		// users add this component, and so does the demo.
+		r.bed.Components = []string{deploy.ComponentCgroupV2}
+	}
 	if r.bed.Aggregator, err = r.aggregatorBed(); err != nil {
 		return err
 	}
@@ -360,7 +448,11 @@ func (r *run) startWorkloads(ctx context.Context) error {
 func (r *run) summary() {
 	t := r.res.Timings
 	kubectl := filepath.Join(r.o.BinDir, "kubectl")
-	fmt.Fprintf(r.out, "\n==> timings (cgroup files polled every 1 ms for the pool changes)\n")
+	every := "1 ms"
+	if timeScale > 1 {
+		every = "10 ms (under emulation)"
+	}
+	fmt.Fprintf(r.out, "\n==> timings (cgroup files polled every %s for the pool changes)\n", every)
 	r.logf("control plane %v, node %v, images %v (during the cluster start), agent Ready %v after kubectl apply",
 		round(t.ControlPlane), round(t.Node), round(t.Images), round(t.AgentReady))
 	r.logf("pods created -> pinned %v; release-isolation -> cgroups %v (a watch saw the patch after %v), restore %v, delete -> shared widened %v, re-create -> pinned %v",
@@ -447,11 +539,30 @@ func removeAgent(kubeconfig string) error {
 	return nil
 }
 
+// crashLoops is how many restarts of the agent's container in
+// CrashLoopBackOff end WaitAgentReady early: the back-off grows to 5
+// minutes, so waiting on would only hide the agent's error (the demo's
+// caller prints its log).
+const crashLoops = 3
+
 // WaitAgentReady waits until the agent DaemonSet's one pod is updated and
-// Ready; the error says what the DaemonSet and its pod show.
+// Ready; the error says what the DaemonSet and its pod show. An agent
+// container that crash-loops ends the wait at once.
 func WaitAgentReady(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
 	var last string
+	crashing := false
 	err := poll(ctx, timeout, 200*time.Millisecond, func() bool {
+		pods, err := cs.CoreV1().Pods(agentNS).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for _, p := range pods.Items {
+				for _, c := range p.Status.ContainerStatuses {
+					if w := c.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" && c.RestartCount >= crashLoops && strings.HasPrefix(p.Name, agentDS+"-") {
+						crashing = true
+						return true
+					}
+				}
+			}
+		}
 		ds, err := cs.AppsV1().DaemonSets(agentNS).Get(ctx, agentDS, metav1.GetOptions{})
 		if err != nil {
 			last = err.Error()
@@ -476,6 +587,9 @@ func WaitAgentReady(ctx context.Context, cs kubernetes.Interface, timeout time.D
 			}
 		}
 		return fmt.Errorf("%w: agent DaemonSet not ready (%v): %s", ErrDemo, waited(err, timeout), last)
+	}
+	if crashing {
+		return fmt.Errorf("%w: the agent's container crash-loops (%d restarts or more)", ErrDemo, crashLoops)
 	}
 	return nil
 }

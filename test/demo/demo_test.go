@@ -37,7 +37,7 @@ func TestWarnings(t *testing.T) {
 		event(corev1.EventTypeWarning, Namespace, "Pod", HogPod, "MemoryRaiseFailed"),
 		event(corev1.EventTypeNormal, Namespace, "Pod", HogPod, "MemoryRaised"),
 	}}
-	expected, others, err := Warnings(context.Background(), func(context.Context) (*corev1.EventList, error) { return evs, nil })
+	expected, others, err := warnings(context.Background(), expectedOn(false), func(context.Context) (*corev1.EventList, error) { return evs, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,8 +49,69 @@ func TestWarnings(t *testing.T) {
 			t.Errorf("others %q lack %q", others, want)
 		}
 	}
-	if _, _, err := Warnings(context.Background(), func(context.Context) (*corev1.EventList, error) { return nil, errors.New("down") }); !errors.Is(err, ErrDemo) {
+	if _, _, err := warnings(context.Background(), expectedOn(false), func(context.Context) (*corev1.EventList, error) { return nil, errors.New("down") }); !errors.Is(err, ErrDemo) {
 		t.Errorf("list error: %v, want ErrDemo", err)
+	}
+}
+
+// TestWarningsCgroupV2: on a cgroup v2 node the kubelet's CgroupV1
+// notice is not expected (it would mean the node is not what the demo
+// says); the others stay as on v1.
+func TestWarningsCgroupV2(t *testing.T) {
+	evs := &corev1.EventList{Items: []corev1.Event{
+		event(corev1.EventTypeWarning, "", "Node", "cgpilot-node", "CgroupV1"),
+		event(corev1.EventTypeWarning, "default", "Service", "kubernetes", "ClusterIPNotAllocated"),
+		event(corev1.EventTypeWarning, Namespace, "Pod", HogPod, "OOMKilled"),
+	}}
+	expected, others, err := warnings(context.Background(), expectedOn(true), func(context.Context) (*corev1.EventList, error) { return evs, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(expected) != 2 || len(others) != 1 || !strings.Contains(others[0], "CgroupV1") {
+		t.Errorf("expected %q, others %q: want the CgroupV1 notice alone unexpected", expected, others)
+	}
+	// The hog's restarts (memory.oom.group) are expected on v2 only, and
+	// only of the hog.
+	evs = &corev1.EventList{Items: []corev1.Event{
+		event(corev1.EventTypeWarning, Namespace, "Pod", HogPod, "BackOff"),
+		event(corev1.EventTypeWarning, Namespace, "Pod", HogPod, "ResizeError"),
+		event(corev1.EventTypeWarning, Namespace, "Pod", "web-1", "BackOff"),
+	}}
+	for _, unified := range []bool{false, true} {
+		expected, others, err := warnings(context.Background(), expectedOn(unified), func(context.Context) (*corev1.EventList, error) { return evs, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{false: 0, true: 2}[unified]; len(expected) != want || len(others) != 3-want {
+			t.Errorf("unified %v: expected %q, others %q: want %d expected", unified, expected, others, want)
+		}
+	}
+}
+
+// TestWarningsUnderEmulation: under Slow a failed readiness or liveness
+// probe of a cgpilot-system pod is expected; another Unhealthy event, or
+// one of another namespace, is not, and without Slow neither is.
+func TestWarningsUnderEmulation(t *testing.T) {
+	probe := func(ns, name, msg string) corev1.Event {
+		e := event(corev1.EventTypeWarning, ns, "Pod", name, "Unhealthy")
+		e.Message = msg
+		return e
+	}
+	evs := &corev1.EventList{Items: []corev1.Event{
+		probe(agentNS, "cgpilot-agent-x", "Readiness probe failed: HTTP probe failed with statuscode: 503"),
+		probe(agentNS, "cgpilot-aggregator-y", "Readiness probe failed: Get \"http://127.0.0.1:1/readyz\": context deadline exceeded"),
+		probe(agentNS, "cgpilot-agent-x", "Liveness probe failed: HTTP probe failed with statuscode: 503"),
+		probe(agentNS, "cgpilot-agent-x", "Startup script failed"),
+		probe(Namespace, "web-1", "Readiness probe failed: timeout"),
+	}}
+	for _, slow := range []bool{false, true} {
+		expected, others, err := warnings(context.Background(), expectedFor(true, slow), func(context.Context) (*corev1.EventList, error) { return evs, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{false: 0, true: 3}[slow]; len(expected) != want || len(others) != 5-want {
+			t.Errorf("slow %v: expected %q, others %q: want %d expected", slow, expected, others, want)
+		}
 	}
 }
 
@@ -82,7 +143,7 @@ func TestWarningsWhileStopping(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			evs := &corev1.EventList{Items: []corev1.Event{killing, tc.ev}}
-			expected, others, err := Warnings(context.Background(), func(context.Context) (*corev1.EventList, error) { return evs, nil })
+			expected, others, err := warnings(context.Background(), expectedOn(false), func(context.Context) (*corev1.EventList, error) { return evs, nil })
 			if err != nil {
 				t.Fatal(err)
 			}

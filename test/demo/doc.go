@@ -31,8 +31,8 @@
 //  12. showOOM: the memory hog's limit raised at its OOM kills, no restart
 //     loop, through kubectl logs and cgpilotctl explain;
 //  13. checkEvents: no Warning Event in any namespace besides the expected
-//     ones (expectedWarnings: the kubelet's cgroup v1 notice and the hog's
-//     OOM kills), else the demo fails naming each;
+//     ones (expectedWarnings: the kubelet's cgroup v1 notice, on a v1 host
+//     only, and the hog's OOM kills), else the demo fails naming each;
 //  14. showAggregator: the agent's reports taken by the aggregator
 //     (TokenReview of its projected token), cgpilotctl report;
 //  15. showDashboard: the dashboard as a user reaches it: the JSON API and
@@ -41,6 +41,18 @@
 //     the page drawn in headless Chromium and its screenshot saved
 //     (aggregator.go; the API server presents its client certificate to
 //     the webhook, as kubeadm's can).
+//
+// On a cgroup v2 node (make demo-v2: TestDemoUpAndDown inside the v2 VM
+// of test/v2node) the same steps run with what differs there: the overlay
+// adds the cgroup-v2 component (one read-write kubepods mount), the files
+// read are their v2 names, an OOM kills the hog's whole container
+// (memory.oom.group), so it restarts and the kills are counted in the
+// pod's memory.events, and the VM passes Options.Prebuilt (no Go
+// toolchain to build the images), Slow (TCG: every wait x4, the files
+// polled every 10 ms, the busy pods and the web client mostly asleep, so
+// that they leave the emulated CPUs to the node) and NoBrowser (no
+// Chromium: the screenshot is skipped, the JSON API still checked). A step
+// that fails after the agent's deploy prints the agent's log.
 //
 // The cluster stays up; Down deletes the agent DaemonSet (so nothing
 // re-creates its pod) and runs harness.Teardown. Up returns a Result with

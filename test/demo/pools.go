@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -96,7 +97,7 @@ func (r *run) release(ctx context.Context) error {
 	select {
 	case at := <-seen:
 		res.Timings.ReleaseWatch = at.Sub(tr)
-	case <-time.After(5 * time.Second):
+	case <-time.After(scaled(5 * time.Second)):
 		return fmt.Errorf("%w: the demo's own watch never saw %s on %s", ErrDemo, annoRelease, ExclusivePod)
 	}
 	if res.Released, _, err = r.w.until(ctx, 30*time.Second, 20*time.Millisecond, r.w.released(res.Exclusive)); err != nil {
@@ -178,16 +179,23 @@ func (r *run) recreateExclusive(ctx context.Context) error {
 }
 
 // busyPod is a busybox pod spinning one CPU: the load that shows where the
-// cpuset lets it run.
+// cpuset lets it run. Under emulation (Options.Slow) it wakes ten times a
+// second instead: four spinning pods took the v2 VM's two emulated CPUs
+// from the agent, the kubelet and the API server (the agent's API and the
+// kubelet's PodResources timed out), and no step checks the load itself.
 func busyPod(name string, annotations map[string]string, req, lim corev1.ResourceList) *corev1.Pod {
 	grace := int64(1)
+	loop := "while :; do :; done"
+	if timeScale > 1 {
+		loop = "while :; do usleep 100000; done"
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, Annotations: annotations, Labels: map[string]string{"app": "cgpilot-demo"}},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: &grace,
 			Containers: []corev1.Container{{
 				Name: "busy", Image: images.BusyboxRef, ImagePullPolicy: corev1.PullNever,
-				Command:   []string{"sh", "-c", "while :; do :; done"},
+				Command:   []string{"sh", "-c", loop},
 				Resources: corev1.ResourceRequirements{Requests: req, Limits: lim},
 			}},
 		},
@@ -403,7 +411,13 @@ func (w watcher) widened(_ []corev1.Pod, s Snapshot) (cpuset.CPUSet, string) {
 
 func printSnapshot(out io.Writer, s Snapshot) {
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "    POD\tPOOL\tcontainer cpuset.cpus\tcontainer cpu.cfs_quota_us\tpod cpuset.cpus\tpod cpu.cfs_quota_us")
+	// The file's own name: cpu.cfs_quota_us on v1, cpu.max on v2 (its
+	// quota, -1 for "max").
+	quota := "cpu.cfs_quota_us"
+	if len(s) > 0 {
+		quota = filepath.Base(s[0].QuotaFile)
+	}
+	fmt.Fprintf(tw, "    POD\tPOOL\tcontainer cpuset.cpus\tcontainer %s\tpod cpuset.cpus\tpod %s\n", quota, quota)
 	for _, c := range s {
 		fmt.Fprintf(tw, "    %s\t%s\t%s\t%d\t%s\t%d\n", c.Pod, c.Pool, c.CPUs, c.Quota, c.PodCPUs, c.PodQuota)
 	}
@@ -422,7 +436,7 @@ func watchAnnotation(ctx context.Context, cs kubernetes.Interface, pod corev1.Po
 	seen := make(chan time.Time, 1)
 	go func() {
 		defer wi.Stop()
-		timeout := time.After(30 * time.Second)
+		timeout := time.After(scaled(30 * time.Second))
 		for {
 			select {
 			case ev, ok := <-wi.ResultChan():

@@ -80,16 +80,29 @@ func agentMetrics(ctx context.Context, port int) (string, error) {
 		v["cgpilot_cgroup_writes_total"], v["cgpilot_cgroup_write_errors_total"], v["cgpilot_drift_corrections_total"]), nil
 }
 
+// timeScale multiplies every wait of the demo: Options.Slow sets it for
+// the run of Up (one Up at a time per process, as the demo's directory
+// allows one demo per host).
+var timeScale time.Duration = 1
+
+// scaled is a wait of the demo on this node.
+func scaled(d time.Duration) time.Duration { return d * timeScale }
+
 // waited says why a poll stopped: its timeout, or an interrupt.
 func waited(err error, timeout time.Duration) string {
 	if errors.Is(err, context.Canceled) {
 		return "interrupted"
 	}
-	return fmt.Sprintf("gave up after %v", timeout)
+	return fmt.Sprintf("gave up after %v", scaled(timeout))
 }
 
 func poll(ctx context.Context, timeout, every time.Duration, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	if timeScale > 1 && every < 10*time.Millisecond {
+		// Under TCG a 1 ms loop of cgroup reads takes a whole emulated
+		// CPU from the agent and kubelet it is timing.
+		every = 10 * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(ctx, scaled(timeout))
 	defer cancel()
 	t := time.NewTicker(every)
 	defer t.Stop()

@@ -44,6 +44,10 @@ type TestBed struct {
 	// ExtraArgs are appended to the agent's arguments (the churn soak's
 	// --profiling); the overlay only.
 	ExtraArgs []string
+	// Components of deploy/kustomize/components the overlay adds, as a
+	// user of such a node would (ComponentCgroupV2 on a cgroup v2 node);
+	// the overlay only.
+	Components []string
 }
 
 // HostPaths maps the base's host paths to where the test bed puts them.
@@ -102,6 +106,9 @@ func (b TestBed) Notes() []string {
 	if b.SampleInterval > 0 {
 		n = append(n, "config rightsizing.sampleInterval "+b.SampleInterval.String()+" instead of 10s: the demo's policies decide every few seconds")
 	}
+	for _, c := range b.Components {
+		n = append(n, "component "+c+" of deploy/kustomize/components: what a user of this node adds (its cgroup mounts)")
+	}
 	if b.Aggregator != nil {
 		n = append(n, b.Aggregator.notes()...)
 	}
@@ -147,7 +154,7 @@ func (b TestBed) WriteOverlay(dir, root string) error {
 	if err := b.validate(); err != nil {
 		return err
 	}
-	var components []string
+	components := append([]string{}, b.Components...)
 	if b.Aggregator != nil {
 		components = append(components, ComponentAggregator)
 	}
@@ -303,14 +310,21 @@ images:
 `, absDir, base, baseRepo, repo, tag, extra, OverlayPatch)
 	files := map[string]string{OverlayPatch: patch.String()}
 	if b.Aggregator != nil {
-		component, err := filepath.Rel(absDir, filepath.Join(root, "deploy", "kustomize", "components", ComponentAggregator))
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrRender, err)
-		}
-		k += fmt.Sprintf("  - path: %s\n    target: {group: admissionregistration.k8s.io, version: v1, kind: MutatingWebhookConfiguration, name: %s}\ncomponents:\n  - %s\n%s",
-			webhookPatchFile, aggregatorName, component, generators)
+		k += fmt.Sprintf("  - path: %s\n    target: {group: admissionregistration.k8s.io, version: v1, kind: MutatingWebhookConfiguration, name: %s}\n",
+			webhookPatchFile, aggregatorName)
 		files[webhookPatchFile] = webhookPatch
 	}
+	if len(components) > 0 {
+		k += "components:\n"
+		for _, c := range components {
+			rel, err := filepath.Rel(absDir, filepath.Join(root, "deploy", "kustomize", "components", c))
+			if err != nil {
+				return fmt.Errorf("%w: %v", ErrRender, err)
+			}
+			k += "  - " + rel + "\n"
+		}
+	}
+	k += generators
 	files["kustomization.yaml"] = k
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(absDir, name), []byte(content), 0o644); err != nil {

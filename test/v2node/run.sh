@@ -26,6 +26,14 @@
 # and kube-scheduler (for tests that start them); the V2VM_* variables of
 # test/v2vm/run.sh apply too.
 #
+# V2NODE_DEMO=1 is `make demo-v2`: the demo (TestDemoUpAndDown: make demo's
+# steps, then make demo-down and its leak check) on the v2 node. It also
+# packs the controllers, kubectl, deploy/kustomize (the demo applies it
+# with the cgroup-v2 component) and the agent and aggregator images and
+# cgpilotctl, built here (`go run ./test/cmd/demo images`: the VM has no Go
+# toolchain); the demo's steps print as they run. Defaults then: 5G,
+# 2400 s, no second boot after a timeout (V2VM_TIMEOUT_RETRIES=0).
+#
 # Exit status: test/v2vm/run.sh's (0 pass, 1 fail, 124 timeout, 125 the guest
 # died, 2 setup error).
 set -euo pipefail
@@ -58,10 +66,13 @@ mkdir -p "$stage"/{opt/k8s,opt/runtime,usr/lib/cni,bin,sbin,usr/bin,usr/sbin,etc
 
 # Hard links where the cache and the staging dir share a filesystem.
 put() { ln -f "$1" "$2" 2>/dev/null || cp "$1" "$2"; }
+demo=${V2NODE_DEMO:-0}
 k8s_bins=(etcd kube-apiserver kubelet)
 # TestNodeOnCgroupV2 runs no controller-manager or scheduler: 170 MB less to
 # unpack. Tests that start them (harness.Options.Controllers) need this.
-[ "${V2NODE_CONTROLLERS:-0}" = 1 ] && k8s_bins+=(kube-controller-manager kube-scheduler)
+[ "${V2NODE_CONTROLLERS:-0}" = 1 ] || [ "$demo" = 1 ] && k8s_bins+=(kube-controller-manager kube-scheduler)
+# The demo applies deploy/kustomize and runs its commands with kubectl.
+[ "$demo" = 1 ] && k8s_bins+=(kubectl)
 for b in "${k8s_bins[@]}"; do put "$k8s/$b" "$stage/opt/k8s/$b"; done
 for b in containerd containerd-shim-runc-v2 ctr runc; do put "$rt/$b" "$stage/opt/runtime/$b"; done
 for b in ptp host-local loopback; do put "$cni/$b" "$stage/usr/lib/cni/$b"; done
@@ -95,14 +106,27 @@ cp go.mod "$stage/v2vm/go.mod"
 cp -r deploy/crds "$stage/v2vm/deploy/crds"
 
 go run ./test/v2node/pausetar "$stage/v2node/pause.tar" || die "building the pause image failed"
+if [ "$demo" = 1 ]; then
+  cp -r deploy/kustomize "$stage/v2vm/deploy/kustomize"
+  go run ./test/cmd/demo images --dir "$stage/v2node/demo" >&2 || die "building the demo's images failed"
+fi
 t_staged=$(now)
 note "staged $(du -sh --apparent-size "$stage" | cut -f1) in $(dt "$t0" "$t_staged") s (k8s $k8s, runtime $rt)"
 
 args=("$@")
+mem=${V2NODE_MEM:-4G} timeout=${V2NODE_TIMEOUT:-900}
+extra=()
+if [ "$demo" = 1 ]; then
+  [ ${#args[@]} -gt 0 ] || args=(-run '^TestDemoUpAndDown$' -v)
+  mem=${V2NODE_MEM:-5G} timeout=${V2NODE_TIMEOUT:-2400}
+  # A demo that ran out of time is not booted again for as long.
+  export V2VM_TIMEOUT_RETRIES=${V2VM_TIMEOUT_RETRIES:-0}
+  extra=(-e CGPILOT_DEMO_PREBUILT=/v2node/demo -e CGPILOT_DEMO_STREAM=1)
+fi
 [ ${#args[@]} -gt 0 ] || args=(-run "${V2NODE_RUN:-^(TestNodeOnCgroupV2)\$}" -v)
 set +e
-V2VM_MODULES=1 V2VM_EXTRA_ROOT=$stage test/v2vm/run.sh -m "${V2NODE_MEM:-4G}" -t "${V2NODE_TIMEOUT:-900}" \
-  -e CGPILOT_TEST_E2E=1 -e CGPILOT_TEST_NODE=1 \
+V2VM_MODULES=1 V2VM_EXTRA_ROOT=$stage test/v2vm/run.sh -m "$mem" -t "$timeout" \
+  -e CGPILOT_TEST_E2E=1 -e CGPILOT_TEST_NODE=1 "${extra[@]+"${extra[@]}"}" \
   -e CGPILOT_K8S_BINS=/opt/k8s -e CGPILOT_RUNTIME_BINS=/opt/runtime \
   -e CGPILOT_NODE_NO_PIVOT=1 -e CGPILOT_PAUSE_ARCHIVE=/v2node/pause.tar \
   -e PATH=/bin:/sbin:/usr/bin:/usr/sbin \

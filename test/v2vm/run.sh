@@ -25,6 +25,7 @@
 #   -q                        do not echo the guest console; print the result lines
 #                             (and the console tail when something failed)
 #   V2VM_RETRIES  extra boots when the guest dies before reporting (2)
+#   V2VM_TIMEOUT_RETRIES  extra boots after a timeout (1)
 #   V2VM_KEEP=1   keep the work dir (initramfs, console.log)
 #   V2VM_GOFLAGS  extra flags for `go test -c` (no -race: binaries are static, CGO is off)
 #   V2VM_MODULES=1  pack the kernel modules kernel.sh keeps beside the kernel
@@ -213,10 +214,10 @@ tries=0
 timeouts=0
 while :; do
   boot
-  if [ "$rc" = 124 ] && [ "$timeouts" -lt 1 ]; then
+  if [ "$rc" = 124 ] && [ "$timeouts" -lt "${V2VM_TIMEOUT_RETRIES:-1}" ]; then
     timeouts=$((timeouts + 1))
     tries=$((tries + 1))
-    note "booting again after the timeout (once)"
+    note "booting again after the timeout ($timeouts of ${V2VM_TIMEOUT_RETRIES:-1})"
     continue
   fi
   if [ "$rc" != 125 ] || [ "$tries" -ge "$RETRIES" ]; then break; fi

@@ -2,6 +2,7 @@
 //
 //	go run ./test/cmd/demo up [--dir DIR] [--bins DIR] [--runtime-bins DIR]
 //	go run ./test/cmd/demo down [--dir DIR]
+//	go run ./test/cmd/demo images --dir DIR
 //
 // up starts the test bed's single-node cluster in DIR ($CGPILOT_DEMO_DIR,
 // default /tmp/cgpilot-demo), deploys the agent with kubectl apply -k of
@@ -10,6 +11,9 @@
 // and an OOM bump, through cgpilotctl beside the cgroup files; it fails if
 // an unexpected Warning Event appeared, and leaves the cluster running. down (make demo-down) deletes
 // the agent DaemonSet, then removes the test bed as `testbed down` does.
+// images builds (or finds in the cache) the agent and aggregator images and
+// cgpilotctl and puts them in DIR, for make demo-v2 (test/v2node/run.sh
+// packs them into the cgroup v2 VM, which has no Go toolchain).
 // The Kubernetes binaries come from --bins, $CGPILOT_K8S_BINS or
 // test/k8sbins/build.sh --check; the node's container runtime (containerd
 // 2 and runc) from --runtime-bins, $CGPILOT_RUNTIME_BINS or

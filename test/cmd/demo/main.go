@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/cgpilot/cgpilot/test/demo"
+	"github.com/cgpilot/cgpilot/test/images"
 )
 
 func main() {
@@ -47,11 +48,26 @@ func run(args []string, out io.Writer) error {
 	}
 	switch {
 	case len(args) == 0:
-		return errors.New("usage: demo up|down [--dir DIR] [--bins DIR] [--runtime-bins DIR]")
+		return errors.New("usage: demo up|down|images [--dir DIR] [--bins DIR] [--runtime-bins DIR]")
 	case args[0] == "down":
 		return demo.Down(abs, out)
+	case args[0] == "images":
+		// make demo-v2: the VM has no Go toolchain, so the images are
+		// built here and packed into it (test/v2node/run.sh).
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return err
+		}
+		cache, err := images.DefaultCacheDir()
+		if err != nil {
+			return err
+		}
+		if err := demo.WriteImages(context.Background(), cache, abs); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "the agent and aggregator images and cgpilotctl in %s\n", abs)
+		return nil
 	case args[0] != "up":
-		return fmt.Errorf("unknown command %q: want up or down", args[0])
+		return fmt.Errorf("unknown command %q: want up, down or images", args[0])
 	}
 	root, err := repoRoot()
 	if err != nil {
