@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/cgroups"
+	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
 
 	"github.com/cgpilot/cgpilot/cgroup"
@@ -447,5 +449,31 @@ func TestKernelOOMGroup(t *testing.T) {
 	}
 	if _, err := cgroup.OOMGroup(filepath.Join(dir, "gone")); !errors.Is(err, cgroup.ErrGone) {
 		t.Fatalf("a missing cgroup: err %v, want ErrGone", err)
+	}
+}
+
+// TestKernelFilesBeneathAnotherMount: a cgroup directory that is its own
+// mount below /sys/fs/cgroup, as the agent DaemonSet's read-write kubepods
+// mount over the read-only /sys/fs/cgroup is (the cgroup-v2 component):
+// opencontainers/cgroups' openat2 refuses to cross into it on v2 (EXDEV),
+// and the package's files are opened beneath that mount instead.
+func TestKernelFilesBeneathAnotherMount(t *testing.T) {
+	s := cgtest.New(t, "memory")
+	if !s.Unified {
+		t.Skip("kernel tier: v2 only (the library's v1 openat2 crosses mounts); the v2 tier runs it (test/v2vm)")
+	}
+	dir := s.Mkdir("bound")[cgtest.V2]
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind mount %s: %v", dir, err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) }) // before the sandbox removes the directory
+	if _, err := cgroups.OpenFile(dir, "memory.oom.group", unix.O_RDONLY); !errors.Is(err, unix.EXDEV) {
+		t.Logf("the library itself opened a file beneath another mount (err %v): the retry is not needed there", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "memory.oom.group"), []byte("1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cgroup.OOMGroup(dir); err != nil || !got {
+		t.Fatalf("OOMGroup beneath a bind mount: %v, %v; want true, nil", got, err)
 	}
 }
