@@ -463,6 +463,7 @@ func TestKernelFilesBeneathAnotherMount(t *testing.T) {
 		t.Skip("kernel tier: v2 only (the library's v1 openat2 crosses mounts); the v2 tier runs it (test/v2vm)")
 	}
 	dir := s.Mkdir("bound")[cgtest.V2]
+	child := s.Mkdir("bound/child")[cgtest.V2]
 	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
 		t.Fatalf("bind mount %s: %v", dir, err)
 	}
@@ -475,5 +476,12 @@ func TestKernelFilesBeneathAnotherMount(t *testing.T) {
 	}
 	if got, err := cgroup.OOMGroup(dir); err != nil || !got {
 		t.Fatalf("OOMGroup beneath a bind mount: %v, %v; want true, nil", got, err)
+	}
+	// Again, and one level down: opened beneath the mount met before.
+	if got, err := cgroup.OOMGroup(dir); err != nil || !got {
+		t.Fatalf("OOMGroup beneath a bind mount, again: %v, %v; want true, nil", got, err)
+	}
+	if got, err := cgroup.OOMGroup(child); err != nil || got {
+		t.Fatalf("OOMGroup of a child beneath a bind mount: %v, %v; want false, nil", got, err)
 	}
 }
