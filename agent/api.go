@@ -117,55 +117,50 @@ func (c *controller) explain(key string) (local.ExplainView, error) {
 
 func (c *controller) apiHandler() http.Handler {
 	mux := http.NewServeMux()
-	reply := func(w http.ResponseWriter, v any, err error) {
+	write := func(w http.ResponseWriter, code int, v any) {
 		w.Header().Set("Content-Type", "application/json")
-		if err != nil {
-			w.WriteHeader(http.StatusNotFound)
-			v = local.ErrorView{Error: err.Error()}
-		}
+		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(v)
+	}
+	reply := func(w http.ResponseWriter, v any, err error) {
+		if err != nil {
+			write(w, http.StatusNotFound, local.ErrorView{Error: err.Error()})
+			return
+		}
+		write(w, http.StatusOK, v)
 	}
 	// The pool views wait for the state the agent restores at start (the
 	// checkpoint, the pods) and its first sweep: before, an empty pool
 	// would be shown as the node's (a restarted agent's socket answers
 	// within a second, its state a moment later).
-	starting := func(w http.ResponseWriter) bool {
-		if c.health.firstSweepDone() {
-			return false
+	restored := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if !c.health.firstSweepDone() {
+				write(w, http.StatusServiceUnavailable, local.ErrorView{Error: "starting: the pool state is not restored yet; try again in a moment"})
+				return
+			}
+			h(w, r)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_ = json.NewEncoder(w).Encode(local.ErrorView{Error: "starting: the pool state is not restored yet; try again in a moment"})
-		return true
 	}
-	mux.HandleFunc("GET "+local.PathPods, func(w http.ResponseWriter, r *http.Request) {
-		if starting(w) {
-			return
-		}
+	mux.HandleFunc("GET "+local.PathPods, restored(func(w http.ResponseWriter, r *http.Request) {
 		out := []local.PodView{}
 		for _, p := range c.allPods() {
 			out = append(out, c.podView(p))
 		}
 		reply(w, out, nil)
-	})
-	mux.HandleFunc("GET "+local.PathPools, func(w http.ResponseWriter, r *http.Request) {
-		if starting(w) {
-			return
-		}
+	}))
+	mux.HandleFunc("GET "+local.PathPools, restored(func(w http.ResponseWriter, r *http.Request) {
 		v := local.PoolsView{NodeSummary: c.summary(), Assignments: []local.AssignmentView{}}
 		for _, a := range c.pools.State().Assignments() {
 			v.Assignments = append(v.Assignments, local.AssignmentView{Namespace: a.Namespace, Name: a.Name, UID: a.UID, CPUs: a.CPUs.String(), ReleaseIsolation: a.ReleaseIsolation})
 		}
 		reply(w, v, nil)
-	})
+	}))
 	mux.HandleFunc("GET "+local.PathTopology, func(w http.ResponseWriter, r *http.Request) {
 		st := c.pools.State()
 		reply(w, local.TopologyView{CPUs: st.All().String(), Reserved: st.Reserved().String(), Source: c.topologySource, Machine: c.topo}, nil)
 	})
-	mux.HandleFunc("GET "+local.PathExplain, func(w http.ResponseWriter, r *http.Request) {
-		if starting(w) {
-			return
-		}
+	mux.HandleFunc("GET "+local.PathExplain, restored(func(w http.ResponseWriter, r *http.Request) {
 		key := r.URL.Query().Get("pod")
 		if !strings.Contains(key, "/") {
 			reply(w, nil, fmt.Errorf("want ?pod=NAMESPACE/NAME, got %q", key))
@@ -173,7 +168,7 @@ func (c *controller) apiHandler() http.Handler {
 		}
 		v, err := c.explain(key)
 		reply(w, v, err)
-	})
+	}))
 	mux.HandleFunc("GET "+local.PathAggregator, func(w http.ResponseWriter, r *http.Request) {
 		if c.rs == nil || c.rs.Reporter() == nil {
 			reply(w, nil, errors.New("this agent does not report to an aggregator (aggregator.url is empty, or right-sizing is off)"))
