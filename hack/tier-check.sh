@@ -10,6 +10,8 @@
 #   v2node  v2 + what the node in the VM needs: 5 GiB of free memory (a 4G
 #           guest), busybox-static, the CNI plugins, and the container runtime
 #           built or buildable (no root: the VM is TCG, the node runs inside)
+#   v2demo  v2node with 6 GiB of free memory (the demo's 5 GiB guest:
+#           make demo-v2, and the DaemonSet half of make test-v2node)
 #   e2e     Go (the Kubernetes binaries are built from the Go module proxy)
 #   node    e2e + root + CNI plugins, ip, iptables, and the node's container
 #           runtime (containerd 2, runc: test/runtimebins/build.sh) built, or
@@ -19,7 +21,7 @@
 # that exist on this branch; empty means there is nothing to run. RACE (set
 # by the Makefile, -race by default): unit, kernel and e2e need cgo for it.
 set -uo pipefail
-tier=${1:?usage: tier-check.sh unit|kernel|v2|v2node|e2e|node}
+tier=${1:?usage: tier-check.sh unit|kernel|v2|v2node|v2demo|e2e|node}
 no() { echo "$*"; exit 1; }
 root() { [ "$(id -u)" = 0 ] || no "$1"; }
 
@@ -36,7 +38,7 @@ case $tier in
     root "not root: the kernel tier writes real cgroups (run make test-kernel as root)"
     [ -r /proc/self/cgroup ] || no "/proc/self/cgroup unreadable: no cgroup support"
     ;;
-  v2 | v2node)
+  v2 | v2node | v2demo)
     [ -n "${V2_PRESENT-x}" ] || no "none of the v2 packages (V2_PKGS) exist on this branch"
     command -v qemu-system-x86_64 >/dev/null || no "qemu-system-x86_64 not found: run make deps"
     command -v cpio >/dev/null || no "cpio not found: run make deps"
@@ -47,6 +49,8 @@ case $tier in
     [ -n "${E2E_PRESENT-x}" ] || no "test/e2e does not exist on this branch"
     avail=$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)
     [ "${avail:-0}" -ge 5120 ] || no "only ${avail:-?} MiB of memory available: the v2 node's VM takes 4 GiB (V2NODE_MEM)"
+    [ "$tier" = v2node ] || [ "${avail:-0}" -ge 6144 ] ||
+      no "only ${avail:-?} MiB of memory available: the demo's VM on the v2 node takes 5 GiB (V2NODE_MEM)"
     [ -x /bin/busybox ] || no "/bin/busybox not found: run make deps (busybox-static)"
     for p in ptp loopback host-local; do
       [ -x /usr/lib/cni/$p ] || [ -x /opt/cni/bin/$p ] || no "CNI plugin $p not found: run make deps"
