@@ -30,14 +30,30 @@ func ctl(ctx context.Context, bin, cmd, socket string, args ...string) (string, 
 }
 
 // agentLogTail returns the last n lines of the agent container's log,
-// which the harness kubelet keeps under its node directory.
+// which the harness kubelet keeps under its node directory, and after a
+// restart also the end of the previous container's log: why the last one
+// ended is the first thing to read (a make demo-v2 VM is gone afterwards).
 func agentLogTail(nodeDir string, n int) string {
 	files, _ := filepath.Glob(filepath.Join(nodeDir, "pod-logs", agentNS+"_"+agentDS+"-*", "agent", "*.log"))
 	if len(files) == 0 {
 		return "(no agent container log yet)"
 	}
-	sort.Strings(files)
-	f := files[len(files)-1]
+	// The kubelet names them by restart count: 0.log, 1.log, ... 10.log.
+	sort.Slice(files, func(i, j int) bool {
+		if len(files[i]) != len(files[j]) {
+			return len(files[i]) < len(files[j])
+		}
+		return files[i] < files[j]
+	})
+	out := logTail(files[len(files)-1], n)
+	if len(files) > 1 {
+		out = fmt.Sprintf("the agent's container restarted %d times; the previous one's %s\n%s", len(files)-1, logTail(files[len(files)-2], n/2), out)
+	}
+	return out
+}
+
+// logTail is "agent log FILE:" and the file's last n lines.
+func logTail(f string, n int) string {
 	b, err := os.ReadFile(f)
 	if err != nil {
 		return err.Error()
