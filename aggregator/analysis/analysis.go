@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"cmp"
 	"sort"
 	"sync"
 	"time"
@@ -112,21 +113,11 @@ type Gap struct {
 // New returns an empty Analysis.
 func New(cfg Config) *Analysis {
 	report.FillTiming(&cfg.Period, nil, &cfg.StaleAfter)
-	if cfg.Forget == 0 {
-		cfg.Forget = 24 * time.Hour
-	}
-	if cfg.History == 0 {
-		cfg.History = 2000
-	}
-	if cfg.Step == 0 {
-		cfg.Step = 5 * time.Minute
-	}
-	if cfg.Points == 0 {
-		cfg.Points = 288
-	}
-	if cfg.Recent == 0 {
-		cfg.Recent = time.Hour
-	}
+	cfg.Forget = cmp.Or(cfg.Forget, 24*time.Hour)
+	cfg.History = cmp.Or(cfg.History, 2000)
+	cfg.Step = cmp.Or(cfg.Step, 5*time.Minute)
+	cfg.Points = cmp.Or(cfg.Points, 288)
+	cfg.Recent = cmp.Or(cfg.Recent, time.Hour)
 	return &Analysis{cfg: cfg, nodes: map[string]*node{}, containers: map[report.Key]*container{},
 		history: newRing[Event](cfg.History), failed: newRing[Event](cfg.History), gaps: newRing[Gap](cfg.History),
 		series: map[string]*series{}}

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"math"
@@ -50,18 +51,10 @@ func NewNodeAnnotator(cs kubernetes.Interface, p *profile.Profiles, log logr.Log
 }
 
 func (a *NodeAnnotator) defaults() {
-	if a.Interval == 0 {
-		a.Interval = 5 * time.Minute
-	}
-	if a.MaxAge == 0 {
-		a.MaxAge = 6 * time.Hour
-	}
-	if a.Change == 0 {
-		a.Change = 0.05
-	}
-	if a.Budget == 0 {
-		a.Budget = 10
-	}
+	a.Interval = cmp.Or(a.Interval, 5*time.Minute)
+	a.MaxAge = cmp.Or(a.MaxAge, 6*time.Hour)
+	a.Change = cmp.Or(a.Change, 0.05)
+	a.Budget = cmp.Or(a.Budget, 10)
 }
 
 // Run annotates until ctx ends.

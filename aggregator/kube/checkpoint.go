@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -252,18 +253,10 @@ func NewCheckpointer(c dynamic.Interface, s *state.Store, p *profile.Profiles, l
 }
 
 func (c *Checkpointer) defaults() {
-	if c.Interval == 0 {
-		c.Interval = 10 * time.Second
-	}
-	if c.MinAge == 0 {
-		c.MinAge = 5 * time.Minute
-	}
-	if c.Budget == 0 {
-		c.Budget = 20
-	}
-	if c.Expire == 0 {
-		c.Expire = 7 * 24 * time.Hour
-	}
+	c.Interval = cmp.Or(c.Interval, 10*time.Second)
+	c.MinAge = cmp.Or(c.MinAge, 5*time.Minute)
+	c.Budget = cmp.Or(c.Budget, 20)
+	c.Expire = cmp.Or(c.Expire, 7*24*time.Hour)
 }
 
 // Load restores every WorkloadRecommendation the aggregator wrote into

@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"cmp"
 	"math"
 	"sort"
 	"sync"
@@ -219,12 +220,8 @@ type windowSum struct {
 // New returns empty profiles.
 func New(cfg Config) *Profiles {
 	report.FillTiming(&cfg.Period, &cfg.Grace, &cfg.StaleAfter)
-	if cfg.HotWatermark == 0 {
-		cfg.HotWatermark = 0.8
-	}
-	if cfg.LoadInterval == 0 {
-		cfg.LoadInterval = time.Minute
-	}
+	cfg.HotWatermark = cmp.Or(cfg.HotWatermark, 0.8)
+	cfg.LoadInterval = cmp.Or(cfg.LoadInterval, time.Minute)
 	return &Profiles{cfg: cfg, nodes: map[string]*nodeProfile{}, workloads: map[report.Workload]*workloadProfile{}, open: map[int64]map[report.Workload]*windowSum{}}
 }
 

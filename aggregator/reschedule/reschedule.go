@@ -1,6 +1,7 @@
 package reschedule
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,32 +62,15 @@ type Config struct {
 }
 
 func (c *Config) defaults() error {
-	if c.Emergency == 0 {
-		c.Emergency = 0.9
-	}
-	if c.QueueInterval == 0 {
-		c.QueueInterval = 10 * time.Minute
-	}
-	if c.CheckInterval == 0 {
-		c.CheckInterval = time.Minute
-	}
-	if c.MoveTimeout == 0 {
-		c.MoveTimeout = 10 * time.Minute
-	}
-	if c.Period == 0 {
-		c.Period = report.DefaultPeriod
-	}
-	for _, cp := range []struct {
-		v   *int
-		def int
-	}{{&c.PerNode, 2}, {&c.PerWorkload, 1}, {&c.PerHour, 30}} {
-		if *cp.v == 0 {
-			*cp.v = cp.def
-		}
-	}
-	if c.MaxRecords == 0 {
-		c.MaxRecords = 20000
-	}
+	c.Emergency = cmp.Or(c.Emergency, 0.9)
+	c.QueueInterval = cmp.Or(c.QueueInterval, 10*time.Minute)
+	c.CheckInterval = cmp.Or(c.CheckInterval, time.Minute)
+	c.MoveTimeout = cmp.Or(c.MoveTimeout, 10*time.Minute)
+	c.Period = cmp.Or(c.Period, report.DefaultPeriod)
+	c.PerNode = cmp.Or(c.PerNode, 2)
+	c.PerWorkload = cmp.Or(c.PerWorkload, 1)
+	c.PerHour = cmp.Or(c.PerHour, 30)
+	c.MaxRecords = cmp.Or(c.MaxRecords, 20000)
 	if err := c.Rule.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/maphash"
@@ -147,12 +148,8 @@ type Node struct {
 // New returns an empty store.
 func New(cfg Config) *Store {
 	report.FillTiming(&cfg.Period, &cfg.Grace, nil)
-	if cfg.Step == 0 {
-		cfg.Step = time.Hour
-	}
-	if cfg.DefaultPreset == "" {
-		cfg.DefaultPreset = recommend.DefaultPreset
-	}
+	cfg.Step = cmp.Or(cfg.Step, time.Hour)
+	cfg.DefaultPreset = cmp.Or(cfg.DefaultPreset, recommend.DefaultPreset)
 	s := &Store{cfg: cfg, seed: maphash.MakeSeed(), recs: map[string]*recommend.Recommender{}, nodes: map[string]*Node{}}
 	for i := range s.shards {
 		s.shards[i].pending = map[int64]map[report.Key]*pending{}

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -108,18 +109,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if _, err := url.Parse(cfg.URL); err != nil || cfg.URL == "" {
 		return nil, fmt.Errorf("report: client URL %q: %v", cfg.URL, err)
 	}
-	if cfg.MaxBufferBytes == 0 {
-		cfg.MaxBufferBytes = 8 << 20
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 10 * time.Second
-	}
-	if cfg.MinBackoff == 0 {
-		cfg.MinBackoff = time.Second
-	}
-	if cfg.MaxBackoff == 0 {
-		cfg.MaxBackoff = 5 * time.Minute
-	}
+	cfg.MaxBufferBytes = cmp.Or(cfg.MaxBufferBytes, 8<<20)
+	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Second)
+	cfg.MinBackoff = cmp.Or(cfg.MinBackoff, time.Second)
+	cfg.MaxBackoff = cmp.Or(cfg.MaxBackoff, 5*time.Minute)
 	if cfg.AgentID == "" {
 		var b [8]byte
 		if _, err := rand.Read(b[:]); err != nil {
