@@ -170,6 +170,20 @@ type ResourceFiles struct {
 	OOMKills int64 // its oom_kill counter
 }
 
+// agrees reports whether f holds what the kubelet writes for res: the
+// shares of the CPU request (on v2 as runc converts them to cpu.weight),
+// the CFS quota of the CPU limit, and the memory limit (on v2 the kernel
+// rounds memory.max down to a page).
+func (r *cgroupReader) agrees(f ResourceFiles, res corev1.ResourceRequirements) bool {
+	shares := int64(cgroup.KubeletShares(res.Requests.Cpu().MilliValue()))
+	if r.unified {
+		shares = int64(cgroup.WeightQuadratic.SharesToWeight(uint64(shares)))
+	}
+	mem := res.Limits.Memory().Value()
+	return f.Shares == shares && f.Quota == cgroup.KubeletQuota(res.Limits.Cpu().MilliValue()).QuotaUs &&
+		f.MemoryLimit <= mem && f.MemoryLimit > mem-4096
+}
+
 // resources reads the first container's ResourceFiles of pod.
 func (r *cgroupReader) resources(p *corev1.Pod) (ResourceFiles, error) {
 	if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].ContainerID == "" {

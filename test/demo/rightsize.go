@@ -20,7 +20,6 @@ import (
 
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
-	"github.com/cgpilot/cgpilot/cgroup"
 	"github.com/cgpilot/cgpilot/test/images"
 )
 
@@ -235,9 +234,6 @@ func (r *run) showResize(ctx context.Context) error {
 		return fmt.Errorf("web pod not resized: %w\n%s\n%s", err, recs, agentLogTail(r.node.State.Dir, 30))
 	}
 	at := time.Now()
-	rz.After = web.Spec.Containers[0].Resources
-	rz.Restarts = web.Status.ContainerStatuses[0].RestartCount
-	rz.StatusRequests, rz.StatusLimit = web.Status.ContainerStatuses[0].Resources.Requests, web.Status.ContainerStatuses[0].Resources.Limits
 	var rec local.Recommendation
 	_ = json.Unmarshal([]byte(web.Annotations[v1alpha1.AnnotationRecommendation]), &rec)
 	rz.State, rz.LastApplied = rec.State, rec.LastApplied
@@ -250,15 +246,23 @@ func (r *run) showResize(ctx context.Context) error {
 	r.res.Timings.FirstResize = at.Sub(r.t0)
 	r.res.Timings.ResizeAfter = at.Sub(r.rs.webCreated)
 	// The kubelet writes the cgroups right after it reports the resize;
-	// give it a moment to match the spec.
-	_ = poll(ctx, 5*time.Second, 50*time.Millisecond, func() bool {
+	// give it a moment to match the spec. The agent may resize the pod
+	// again meanwhile (its step is seconds), so the pod is read again
+	// with the files: the spec and the files shown are of one resize.
+	_ = poll(ctx, 10*time.Second, 50*time.Millisecond, func() bool {
+		if p, gerr := r.cs.CoreV1().Pods(Namespace).Get(ctx, web.Name, metav1.GetOptions{}); gerr == nil &&
+			len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].Resources != nil {
+			web = p
+		}
 		rz.FilesAfter, err = r.cr.resources(web)
-		return err == nil && rz.FilesAfter.MemoryLimit == rz.After.Limits.Memory().Value() &&
-			rz.FilesAfter.Shares == int64(cgroup.KubeletShares(rz.After.Requests.Cpu().MilliValue()))
+		return err == nil && r.cr.agrees(rz.FilesAfter, web.Spec.Containers[0].Resources)
 	})
 	if err != nil {
 		return err
 	}
+	rz.After = web.Spec.Containers[0].Resources
+	rz.Restarts = web.Status.ContainerStatuses[0].RestartCount
+	rz.StatusRequests, rz.StatusLimit = web.Status.ContainerStatuses[0].Resources.Requests, web.Status.ContainerStatuses[0].Resources.Limits
 	r.logf("%s resized in place %v after its creation (the policy's minHistory %v included), restarts %d, %s: %s",
 		web.Name, round(r.res.Timings.ResizeAfter), WebMinHistory, rz.Restarts, v1alpha1.AnnotationRecommendation, rz.State)
 	tw := tabwriter.NewWriter(r.out, 0, 4, 2, ' ', 0)
