@@ -240,6 +240,22 @@ func TestDemoUpAndDown(t *testing.T) {
 		t.Errorf("want one running agent pod of the DaemonSet from %s (and the aggregator's), have %+v; others %v", demo.AgentImage, pods.Items, others)
 	}
 
+	// The agent's container never ended on its own. Under emulation (the
+	// v2 VM's TCG) the kubelet may restart it for failed liveness probes:
+	// a stop it asked for ends with exit status 0 (SIGTERM, the agent's
+	// graceful stop) or 137 (SIGKILL after the grace period); any other
+	// status (a Go panic exits 2) is a crash.
+	if len(pods.Items) == 1 && len(pods.Items[0].Status.ContainerStatuses) == 1 {
+		cs := pods.Items[0].Status.ContainerStatuses[0]
+		if cs.RestartCount > 0 {
+			last := cs.LastTerminationState.Terminated
+			t.Logf("the agent's container restarted %d times; the last one ended: %+v", cs.RestartCount, last)
+			if !o.Slow || last == nil || (last.ExitCode != 0 && last.ExitCode != 137) {
+				t.Errorf("the agent's container restarted %d times (last termination %+v): want none, or under emulation only stops the kubelet asked for", cs.RestartCount, last)
+			}
+		}
+	}
+
 	// The agent runs unprivileged with no capabilities under the runtime's
 	// seccomp filter, and still sees the machine's topology (sysfs; the IRQs
 	// from the host's /proc/interrupts, mounted as one file).
