@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -33,13 +35,33 @@ var capBits = map[string]uint{"PERFMON": 38, "BPF": 39}
 // reported with the victim's pid and name, which the cgroup counters'
 // fallback cannot give, and its limit raised.
 func TestDeployEBPFOOMOnNode(t *testing.T) {
+	ebpfOOMFlow(t, "kubectl apply -k", func(t *testing.T, d *deployBed) {
+		d.bed.Components = []string{deploy.ComponentEBPFOOM}
+		kustomizeInstaller.install(t, d)
+	})
+}
+
+// TestDeployEBPFOOMHelmOnNode is TestDeployEBPFOOMOnNode with helm
+// install and ebpfOOM.enabled=true (a second values file over the test
+// bed's).
+func TestDeployEBPFOOMHelmOnNode(t *testing.T) {
+	ebpfOOMFlow(t, "helm install", func(t *testing.T, d *deployBed) {
+		f := filepath.Join(d.dir, "values-ebpf-oom.json")
+		if err := os.WriteFile(f, []byte(`{"ebpfOOM":{"enabled":true}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d.helm(t, "install", "cgpilot", filepath.Join(d.root, "deploy", "helm", "cgpilot"), "-n", deploy.Namespace, "--create-namespace",
+			"-f", d.helmValues(t, "demo"), "-f", f)
+	})
+}
+
+func ebpfOOMFlow(t *testing.T, how string, install func(*testing.T, *deployBed)) {
 	d := startDeployBed(t)
-	d.bed.Components = []string{deploy.ComponentEBPFOOM}
 	ctx := context.Background()
 	start := time.Now()
-	kustomizeInstaller.install(t, d)
+	install(t, d)
 	agent := d.agentPod(t)
-	t.Logf("agent pod Ready %v after kubectl apply -k", time.Since(start).Round(time.Millisecond))
+	t.Logf("agent pod Ready %v after %s", time.Since(start).Round(time.Millisecond), how)
 	sc := agent.Spec.Containers[0].SecurityContext
 	var added []string
 	for _, c := range sc.Capabilities.Add {
