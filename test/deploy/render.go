@@ -33,7 +33,15 @@ const (
 	ComponentCgroupV1Systemd = "cgroup-v1-systemd"
 	ComponentAggregator      = "aggregator"
 	ComponentRescheduling    = "rescheduling"
+	// ComponentEBPFOOM adds EBPFOOMCapabilities to the agent (Helm:
+	// ebpfOOM.enabled).
+	ComponentEBPFOOM = "ebpf-oom"
 )
+
+// EBPFOOMCapabilities are what ComponentEBPFOOM and the chart's
+// ebpfOOM.enabled add to the agent's container, which still drops ALL:
+// what agent/oomwatch's eBPF backend needs on Linux 5.11+.
+var EBPFOOMCapabilities = []string{"BPF", "PERFMON"}
 
 // Namespace is where the kustomize base puts the agent.
 const Namespace = "cgpilot-system"

@@ -361,6 +361,11 @@ var layouts = []struct {
 		"cgroup":  map[string]any{"writablePaths": []string{"cpu/kubepods.slice", "cpuset/kubepods.slice", "memory/kubepods.slice"}, "parent": "/kubepods.slice"}}},
 	{"aggregator+rescheduling", []string{ComponentAggregator, ComponentRescheduling}, map[string]any{"createNamespace": true,
 		"aggregator": map[string]any{"enabled": true}, "rescheduling": map[string]any{"enabled": true}}},
+	{"ebpf-oom", []string{ComponentEBPFOOM}, map[string]any{"createNamespace": true, "ebpfOOM": map[string]any{"enabled": true}}},
+	{"cgroup-v2+metrics+ebpf-oom", []string{ComponentCgroupV2, ComponentMetrics, ComponentEBPFOOM}, map[string]any{"createNamespace": true,
+		"metrics": map[string]any{"enabled": true, "podMonitor": map[string]any{"enabled": true}},
+		"cgroup":  map[string]any{"writablePaths": []string{"kubepods"}},
+		"ebpfOOM": map[string]any{"enabled": true}}},
 	// The aggregator's patch of the agent composes with the others'.
 	{"cgroup-v2-systemd+metrics+aggregator", []string{ComponentCgroupV2Systemd, ComponentMetrics, ComponentAggregator}, map[string]any{"createNamespace": true,
 		"metrics":    map[string]any{"enabled": true, "podMonitor": map[string]any{"enabled": true}},
@@ -445,7 +450,7 @@ func TestHelmOtherNamespace(t *testing.T) {
 func TestHelmLint(t *testing.T) {
 	helm := helmBinary(t)
 	chart := filepath.Join(repoRoot(t), "deploy", "helm", "cgpilot")
-	for _, set := range []string{"", "createNamespace=true,metrics.enabled=true,metrics.podMonitor.enabled=true,admissionPolicy.enabled=false,crds.install=false,aggregator.enabled=true,aggregator.grafanaDashboard.enabled=true,rescheduling.enabled=true,rescheduling.dryRun=true"} {
+	for _, set := range []string{"", "createNamespace=true,metrics.enabled=true,metrics.podMonitor.enabled=true,admissionPolicy.enabled=false,crds.install=false,aggregator.enabled=true,aggregator.grafanaDashboard.enabled=true,rescheduling.enabled=true,rescheduling.dryRun=true,ebpfOOM.enabled=true"} {
 		args := []string{"lint", "--strict", chart}
 		if set != "" {
 			args = append(args, "--set", set)

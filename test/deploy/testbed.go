@@ -107,7 +107,11 @@ func (b TestBed) Notes() []string {
 		n = append(n, "config rightsizing.sampleInterval "+b.SampleInterval.String()+" instead of 10s: the demo's policies decide every few seconds")
 	}
 	for _, c := range b.Components {
-		n = append(n, "component "+c+" of deploy/kustomize/components: what a user of this node adds (its cgroup mounts)")
+		what := "its cgroup mounts"
+		if c == ComponentEBPFOOM {
+			what = "CAP_BPF and CAP_PERFMON for the eBPF OOM watcher"
+		}
+		n = append(n, "component "+c+" of deploy/kustomize/components: what a user of this node adds ("+what+")")
 	}
 	if b.Aggregator != nil {
 		n = append(n, b.Aggregator.notes()...)
