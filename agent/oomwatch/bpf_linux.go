@@ -28,6 +28,11 @@ type bpfBackend struct {
 // startBPF is the feature probe: it succeeds only when the programs are
 // loaded, attached and the ring buffer is open. Its error says which step
 // failed and wraps ErrUnavailable.
+//
+// A refusal (EPERM) names the capability a container most likely lacks:
+// cilium/ebpf's memlock probe is a bpf(2) call, which the runtime's
+// seccomp profile refuses without CAP_BPF, and it then takes the kernel for
+// one before memcg accounting (5.11) and tries to raise the limit.
 func startBPF(w *Watcher) (*bpfBackend, error) {
 	fail := func(step string, err error) (*bpfBackend, error) {
 		return nil, fmt.Errorf("%w: ebpf %s: %w", ErrUnavailable, step, err)
@@ -44,7 +49,7 @@ func startBPF(w *Watcher) (*bpfBackend, error) {
 		return fail("tracepoint oom:mark_victim", err)
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {
-		return fail("raise RLIMIT_MEMLOCK", err)
+		return fail("raise RLIMIT_MEMLOCK"+permissionHint(err, memlockHint), err)
 	}
 	b := &bpfBackend{taskArg: taskArg && !w.cfg.forcePidPath}
 	spec, err := loadOomwatch()
@@ -61,7 +66,7 @@ func startBPF(w *Watcher) (*bpfBackend, error) {
 		if errors.As(err, &ve) {
 			w.log.V(1).Info("verifier log", "log", fmt.Sprintf("%+v", ve))
 		}
-		return fail("load tp_btf programs", err)
+		return fail("load tp_btf programs"+permissionHint(err, loadHint), err)
 	}
 	progs := []*ebpf.Program{b.objs.OnMarkVictim}
 	if !b.taskArg {
@@ -155,4 +160,17 @@ func (b *bpfBackend) close() error {
 	}
 	errs = append(errs, b.objs.Close())
 	return errors.Join(errs...)
+}
+
+const (
+	memlockHint = " (refused: on Linux 5.11+ the container lacks CAP_BPF; before 5.11 raising the limit also needs CAP_SYS_RESOURCE; see deploy/kustomize/components/ebpf-oom)"
+	loadHint    = " (refused: a tp_btf program needs CAP_BPF and CAP_PERFMON; see deploy/kustomize/components/ebpf-oom)"
+)
+
+// permissionHint is hint when err is a permission refusal, else "".
+func permissionHint(err error, hint string) string {
+	if errors.Is(err, os.ErrPermission) {
+		return hint
+	}
+	return ""
 }

@@ -4,8 +4,11 @@ package oomwatch
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -89,5 +92,23 @@ func TestKmsgTake(t *testing.T) {
 	}
 	if got := pids(k.take("/", 5)); !reflect.DeepEqual(got, []int{2, 3, 4, 5, 6}) {
 		t.Errorf("take(/) = %v, want [2 3 4 5 6]", got)
+	}
+}
+
+// A refused bpf(2) or setrlimit (EPERM, as cilium/ebpf wraps it) names
+// the missing capabilities; any other failure gets no hint.
+func TestPermissionHint(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("failed to set memlock rlimit: %w", syscall.EPERM), memlockHint},
+		{fmt.Errorf("program on_mark_victim: %w", fs.ErrPermission), memlockHint},
+		{fmt.Errorf("failed to set memlock rlimit: %w", syscall.EINVAL), ""},
+		{errors.New("operation not permitted"), ""}, // text alone is not a refusal
+	} {
+		if got := permissionHint(tc.err, memlockHint); got != tc.want {
+			t.Errorf("permissionHint(%v) = %q, want %q", tc.err, got, tc.want)
+		}
 	}
 }
