@@ -3,7 +3,6 @@
 package deploy
 
 import (
-	"context"
 	"slices"
 	"testing"
 
@@ -85,17 +84,7 @@ func TestEBPFOOMComponentAddsOnlyItsCapabilities(t *testing.T) {
 func TestHelmEBPFOOMAddsOnlyItsCapabilities(t *testing.T) {
 	helm := helmBinary(t)
 	root := repoRoot(t)
-	decode := func(values map[string]any) []*unstructured.Unstructured {
-		b, err := Helm(context.Background(), helm, root, Namespace, values)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs, err := Decode(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return objs
-	}
+	decode := func(values map[string]any) []*unstructured.Unstructured { return helmObjects(t, helm, root, values) }
 	def, added := withoutAdded(t, decode(nil))
 	if added != nil {
 		t.Fatalf("the chart's defaults add capabilities %v, want none", added)

@@ -40,8 +40,8 @@ func overlayObjects(t *testing.T, b TestBed) (*appsv1.DaemonSet, *corev1.ConfigM
 	return agentDaemonSet(t, objs), typed(t, Find(objs, "ConfigMap", AgentName), &corev1.ConfigMap{}), norm
 }
 
-// helmNormalized is helm template with values, Normalized.
-func helmNormalized(t *testing.T, helm, root string, values map[string]any) map[string]map[string]any {
+// helmObjects is helm template with values, decoded.
+func helmObjects(t *testing.T, helm, root string, values map[string]any) []*unstructured.Unstructured {
 	t.Helper()
 	b, err := Helm(context.Background(), helm, root, Namespace, values)
 	if err != nil {
@@ -51,7 +51,13 @@ func helmNormalized(t *testing.T, helm, root string, values map[string]any) map[
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := Normalize(objs)
+	return objs
+}
+
+// helmNormalized is helm template with values, Normalized.
+func helmNormalized(t *testing.T, helm, root string, values map[string]any) map[string]map[string]any {
+	t.Helper()
+	h, err := Normalize(helmObjects(t, helm, root, values))
 	if err != nil {
 		t.Fatal(err)
 	}
