@@ -146,7 +146,7 @@ func NewMetrics(buckets []float64) *Metrics {
 		oomKills: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_oom_kills_total",
 			Help: "OOM kills seen, by whose cgroup: container (a tracked container), unknown."}, []string{"cgroup"}),
 		oomBumps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cgpilot_oom_bumps_total",
-			Help: "Memory raises after an OOM kill by result: written, failed, at-limit (no limit, maxOOMBumpsPerDay, or at the clamp's ceiling), not-applied (no InPlace policy), refused (pods/resize refused the raise: the cgroups went back to the spec), same-oom (a kill from before the container's last raise was written: another process of the same OOM, as memory.oom.group kills them all on cgroup v2)."}, []string{"result"}),
+			Help: "Memory raises after an OOM kill by result: written, failed (the direct cgroup write; pods/resize goes on), gone (the container's cgroup was already removed: its successor gets the raise through pods/resize), at-limit (no limit, maxOOMBumpsPerDay, or at the clamp's ceiling), not-applied (no InPlace policy), refused (pods/resize refused the raise: the cgroups went back to the spec), same-oom (a kill from before the container's last raise was written: another process of the same OOM, as memory.oom.group kills them all on cgroup v2)."}, []string{"result"}),
 		oomLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "cgpilot_oom_bump_latency_seconds",
 			Help: "From an OOM kill (the kernel's time where known) to the raised limit written in the cgroup.", Buckets: buckets}),
 		resizeTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "cgpilot_resize_seconds",

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -140,9 +141,12 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 	}
 	result = fmt.Sprintf("raised %s→%s", local.FormatMemory(spec.Limits.Memory), local.FormatMemory(to.Limits.Memory))
 	if err != nil {
-		result += " (the direct write failed: pods/resize goes on)"
-		r.m.oomBumps.WithLabelValues("failed").Inc()
-		r.host.Emit(who, Event{Warning: true, Reason: "MemoryRaiseFailed", Message: err.Error()})
+		label, note, failed := directWriteFailure(err)
+		result += note
+		r.m.oomBumps.WithLabelValues(label).Inc()
+		if failed {
+			r.host.Emit(who, Event{Warning: true, Reason: "MemoryRaiseFailed", Message: err.Error()})
+		}
 	} else {
 		r.m.oomBumps.WithLabelValues("written").Inc()
 		from := ev.Kernel
@@ -187,6 +191,19 @@ func (r *Runner) onOOM(ev oomwatch.Event) {
 	if err := r.engine.RecordBump(instance, ev.Time, rightsize.OOMWindow); err != nil {
 		r.log.Error(err, "the OOM bump log")
 	}
+}
+
+// directWriteFailure classifies a raise whose direct cgroup write failed
+// (pods/resize goes on either way): its metric label, the note for the
+// kill's log line, and whether it is a failure to warn of. A container
+// whose cgroup is gone is not: on cgroup v2 the OOM ends the whole
+// container (memory.oom.group) and a kill seen late (the counters) finds
+// it removed; its successor starts from the spec that pods/resize raises.
+func directWriteFailure(err error) (label, note string, failed bool) {
+	if errors.Is(err, cgroup.ErrGone) {
+		return "gone", " (the container's cgroup was already gone: pods/resize raises its successor)", false
+	}
+	return "failed", " (the direct write failed: pods/resize goes on)", true
 }
 
 // oomAnswer is a container's last OOM raise.

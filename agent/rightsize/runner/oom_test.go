@@ -4,8 +4,10 @@ package runner
 
 import (
 	"fmt"
+	"io/fs"
 	"math/rand"
 	"reflect"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/cgpilot/cgpilot/agent/oomwatch"
 	"github.com/cgpilot/cgpilot/agent/rightsize"
+	"github.com/cgpilot/cgpilot/cgroup"
 )
 
 // oomBenchPod tracks a pod of n containers (app, side-1, ...) with
@@ -219,6 +222,26 @@ func TestSameOOM(t *testing.T) {
 	} {
 		if got := sameOOM(tc.ev, tc.last); got != tc.want {
 			t.Errorf("%s: sameOOM = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestDirectWriteFailure: a raise whose container's cgroup was already
+// removed (cgroup v2's group kill, seen late) is no failure to warn of;
+// any other failed write is.
+func TestDirectWriteFailure(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		label  string
+		failed bool
+	}{
+		{fmt.Errorf("cgroup: read /x/memory.max: %w: %w", cgroup.ErrGone, fs.ErrNotExist), "gone", false},
+		{fmt.Errorf("cgroup: write /x/memory.max: %w: %w", cgroup.ErrWrite, syscall.EBUSY), "failed", true},
+		{fmt.Errorf("cgroup: read /x/memory.max: %w", fs.ErrNotExist), "failed", true}, // not the cgroup package's sentinel
+	} {
+		label, note, failed := directWriteFailure(tc.err)
+		if label != tc.label || failed != tc.failed || note == "" {
+			t.Errorf("directWriteFailure(%v) = %q, %q, %v; want %q, a note, %v", tc.err, label, note, failed, tc.label, tc.failed)
 		}
 	}
 }
