@@ -210,7 +210,9 @@ func printTable(w io.Writer, results []result) {
 func footprint(r result) string {
 	var figs []string
 	for _, k := range []string{"agent-cpu-%", "rss-MiB", "agent-rss-MiB", "kubelet-cpu-%", "kubelet-rss-MiB", "agent/kubelet-cpu", "containerd-cpu-%", "pods",
-		"pools-cpu-%", "collector-cpu-%", "reporting-agent-cpu-%", "reporting-rss-MiB"} {
+		"pools-cpu-%", "collector-cpu-%", "reporting-agent-cpu-%", "reporting-rss-MiB",
+		// The node footprint's settling before its window, apart.
+		"settle-s", "settle-agent-cpu-%", "settle-kubelet-cpu-%"} {
 		if v, ok := r.Metrics[k]; ok {
 			figs = append(figs, fmt.Sprintf("%s %.3g", k, v))
 		}

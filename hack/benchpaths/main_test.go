@@ -37,7 +37,8 @@ func TestMarkdown(t *testing.T) {
 	rs := []result{
 		{path: path{Name: "annotation", oursP50: "p50-ms", Floor: "the watch", Goal: 1.2}, P50: 12, P99: 30, FloorP50: 10, FloorP99: 20, RatioP50: 1.2, RatioP99: 1.5, Pass: &pass},
 		{path: path{Name: "footprint", Floor: "goals"}, Metrics: map[string]float64{"agent-cpu-%": 0.633, "rss-MiB": 64.33}},
-		{path: path{Name: "nodefootprint", Floor: "node goals"}, Metrics: map[string]float64{"agent-cpu-%": 0.378, "agent-rss-MiB": 38.54, "kubelet-cpu-%": 7.46}},
+		{path: path{Name: "nodefootprint", Floor: "node goals"}, Metrics: map[string]float64{"agent-cpu-%": 0.378, "agent-rss-MiB": 38.54, "kubelet-cpu-%": 7.46,
+			"settle-s": 101.2, "settle-agent-cpu-%": 0.512, "settle-kubelet-cpu-%": 8.31}},
 		{path: path{Name: "resize"}, Error: "go test: exit status 1"},
 	}
 	var b bytes.Buffer
@@ -47,7 +48,7 @@ func TestMarkdown(t *testing.T) {
 		"`make bench`, 2026-11-28",
 		"| annotation | 12.0 ms | 30.0 ms | the watch | 10.0 / 20.0 ms | 1.20× / 1.50× | ≤ 1.2×: not met |",
 		"| footprint | agent-cpu-% 0.633, rss-MiB 64.3 | | goals | | | |",
-		"| nodefootprint | agent-cpu-% 0.378, agent-rss-MiB 38.5, kubelet-cpu-% 7.46 | | node goals | | | |",
+		"| nodefootprint | agent-cpu-% 0.378, agent-rss-MiB 38.5, kubelet-cpu-% 7.46, settle-s 101, settle-agent-cpu-% 0.512, settle-kubelet-cpu-% 8.31 | | node goals | | | |",
 		"| resize | go test: exit status 1 |",
 	} {
 		if !strings.Contains(out, want) {
