@@ -77,19 +77,30 @@ func TestNodePodResizeAndCleanTeardown(t *testing.T) {
 	if got := readTrim(t, quotaFile); got != want20 {
 		t.Fatalf("%s = %s, want %s (cpu limit 200m)", quotaFile, got, want20)
 	}
-	// The container's process is really in that cgroup.
-	procs := readTrim(t, filepath.Join(filepath.Dir(quotaFile), "cgroup.procs"))
-	if procs == "" {
-		t.Fatalf("no process in %s", filepath.Dir(quotaFile))
+	// The container's process is really in that cgroup. Ready means
+	// started, not that the shell has run: it echoes, then execs sleep,
+	// a moment later (the CI run of 2026-11-29 found "sh" 876 ms after
+	// the create).
+	var comm string
+	var logs []string
+	shellDone := func() bool {
+		procs := readTrim(t, filepath.Join(filepath.Dir(quotaFile), "cgroup.procs"))
+		if procs == "" {
+			t.Fatalf("no process in %s", filepath.Dir(quotaFile))
+		}
+		comm = readTrim(t, "/proc/"+strings.Fields(procs)[0]+"/comm")
+		// The kubelet writes container logs under the node's podLogsDir
+		// (not /var/log/pods); TestNodeLogsExecAndClusterDNS reads them
+		// through the API server.
+		logs, _ = filepath.Glob(filepath.Join(n.State.Dir, "pod-logs", "default_bb_*", "c", "0.log"))
+		return comm == "sleep" && len(logs) == 1 && strings.Contains(readTrim(t, logs[0]), "hello-from-cgpilot-e2e")
 	}
-	if comm := readTrim(t, "/proc/"+strings.Fields(procs)[0]+"/comm"); comm != "sleep" {
+	for deadline := time.Now().Add(30 * time.Second); !shellDone() && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if comm != "sleep" {
 		t.Errorf("process in the container cgroup is %q, want sleep", comm)
 	}
-
-	// The kubelet writes container logs under the node's podLogsDir (not
-	// /var/log/pods); TestNodeLogsExecAndClusterDNS reads them through the
-	// API server.
-	logs, _ := filepath.Glob(filepath.Join(n.State.Dir, "pod-logs", "default_bb_*", "c", "0.log"))
 	if len(logs) != 1 || !strings.Contains(readTrim(t, logs[0]), "hello-from-cgpilot-e2e") {
 		t.Errorf("container log in the node's pod-logs dir: files %v, content %q", logs, readTrim(t, firstOr(logs)))
 	}
