@@ -65,7 +65,15 @@ func TestNodeLogsExecAndClusterDNS(t *testing.T) {
 	}
 	waitFor(t, "pod talk Ready", 2*time.Minute, func() bool { return podReady(ctx, cp, "default", "talk") })
 
-	logs, err := cs.CoreV1().Pods("default").GetLogs("talk", &corev1.PodLogOptions{Container: "c"}).DoRaw(ctx)
+	// Ready means started, not that the shell has echoed yet (a CI
+	// rehearsal read an empty log right after Ready).
+	var logs []byte
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		logs, err = cs.CoreV1().Pods("default").GetLogs("talk", &corev1.PodLogOptions{Container: "c"}).DoRaw(ctx)
+		if err == nil && strings.Contains(string(logs), "hello-from-the-log") {
+			break
+		}
+	}
 	if err != nil || !strings.Contains(string(logs), "hello-from-the-log") {
 		t.Fatalf("GetLogs: %q, %v; want the container's first line", logs, err)
 	}
