@@ -589,8 +589,12 @@ func (c *controller) sweep(ctx context.Context, slice int) {
 // emitDrift sends one Event per pod whose cgroups were found changed behind
 // the agent's back and set again.
 func (c *controller) emitDrift(res pools.Result) {
-	if len(res.DriftPaths) > 0 {
-		c.log.Info("drift: cgroup files changed by someone else, set back", "files", res.DriftPaths)
+	if len(res.DriftWrites) > 0 {
+		found := make([]string, 0, len(res.DriftWrites))
+		for _, w := range res.DriftWrites {
+			found = append(found, fmt.Sprintf("%s: found %q, set %q", w.File, w.Old, w.New))
+		}
+		c.log.Info("drift: cgroup files changed by someone else, set back", "files", found)
 	}
 	for uid, n := range res.DriftUIDs {
 		p := c.podByUID(uid)

@@ -276,8 +276,9 @@ type PodQuotas struct {
 
 // Written is one file a plan wrote, and the cgroup it belongs to.
 type Written struct {
-	Cgroup string // path from each hierarchy's root
-	File   string // the file written
+	Cgroup   string // path from each hierarchy's root
+	File     string // the file written
+	Old, New string // the value found (or recorded) before, and the one written
 }
 
 // ApplyPod writes one pod's placement in leveled order (see Writer.Apply)
@@ -319,7 +320,7 @@ func (k *Kubepods) ApplyPod(p PodCPUs) ([]Written, error) {
 			recs, err = k.writer.apply(plan, &k.known, trust)
 			for _, r := range recs {
 				if !r.Rollback && !r.DryRun {
-					written = append(written, Written{Cgroup: cgroupOf(plan, r.Path), File: r.Path})
+					written = append(written, Written{Cgroup: cgroupOf(plan, r.Path), File: r.Path, Old: r.Old, New: r.New})
 				}
 			}
 			if err != nil {
@@ -468,7 +469,7 @@ func (k *Kubepods) ApplyPodResources(p PodResources) ([]Written, error) {
 	var written []Written
 	for _, r := range recs {
 		if !r.Rollback && !r.DryRun {
-			written = append(written, Written{Cgroup: cgroupOf(plan, r.Path), File: r.Path})
+			written = append(written, Written{Cgroup: cgroupOf(plan, r.Path), File: r.Path, Old: r.Old, New: r.New})
 		}
 	}
 	if err != nil {

@@ -72,7 +72,7 @@ type Result struct {
 	Written       int
 	Drift         int              // cgroup files found off their applied value and rewritten
 	DriftUIDs     map[string]int   // the same, by pod UID
-	DriftPaths    []string         // the files rewritten as drift
+	DriftWrites   []cgroup.Written // the writes that set drift back (what was found, what was put back)
 	Failed        map[string]error // write failures by pod UID (this pod or others)
 	// Pending are pods whose cgroups exist in some hierarchies and not yet
 	// in all: not a failure, to be synced again shortly.

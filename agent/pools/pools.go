@@ -57,15 +57,20 @@ type Manager struct {
 	seen map[string]map[string]time.Time
 	// settled are the seen cgroups no one but us is expected to write any
 	// more. Only a rewrite of a settled cgroup is drift: the kubelet and
-	// the runtime write a new pod's and container's cpuset right after
-	// mkdir, possibly just after the watcher let us write it first. A
-	// cgroup settles when the kubelet reports a container of the pod
-	// running (container cgroups: that very container), or settleAfter
-	// after we first saw it (the sandbox, and nodes whose pod status says
-	// nothing).
-	settled     map[string]map[string]bool
-	settleAfter time.Duration
-	now         func() time.Time
+	// the runtime write a new pod's and container's cpuset and quota right
+	// after mkdir, possibly just after the watcher let us write them
+	// first. A cgroup settles when the kubelet reports a container of the
+	// pod running (container cgroups: that very container), else after a
+	// window from when we first saw it: settleAfter for the pod's own
+	// cgroup and for pods whose status reports no container at all, and
+	// settleReported for a container cgroup of a pod whose status does
+	// report containers (runc writes a container's resources only after
+	// its rootfs is set up, which takes well over settleAfter on a loaded
+	// or emulated node, and the kubelet reports it running soon after).
+	settled        map[string]map[string]bool
+	settleAfter    time.Duration
+	settleReported time.Duration
+	now            func() time.Time
 	// unlimited are the pods whose CFS quota the pools removed; their
 	// quota is restored when they leave the exclusive pool.
 	unlimited map[string]bool
@@ -75,8 +80,14 @@ type Manager struct {
 }
 
 // DefaultSettleAfter bounds the runtime's setup of a new cgroup (mkdir to
-// its resources written: milliseconds in runc, seconds on a loaded node).
+// its resources written: milliseconds in runc, seconds on a loaded node)
+// where nothing reports the container running.
 const DefaultSettleAfter = 5 * time.Second
+
+// DefaultSettleReported bounds the same for a container the kubelet
+// reports but not (yet) as running: its running state settles it
+// earlier, this only covers one that never runs.
+const DefaultSettleReported = 2 * time.Minute
 
 // New returns a Manager with an empty state; call Restore before the
 // first Sync.
@@ -105,7 +116,7 @@ func New(o Options) (*Manager, error) {
 		state:  &checkpointState{memState: newMemState(o.All, o.Reserved), file: o.Checkpoint},
 		policy: policy{topo: topo, outside: topo.Online().Difference(o.All), capRatio: o.CapRatio, overcommit: o.OvercommitRatio},
 		cg:     o.Cgroups, applied: map[string]cpuset.CPUSet{}, seen: map[string]map[string]time.Time{}, settled: map[string]map[string]bool{},
-		settleAfter: DefaultSettleAfter, now: now, finished: map[string]bool{}, unlimited: map[string]bool{},
+		settleAfter: DefaultSettleAfter, settleReported: DefaultSettleReported, now: now, finished: map[string]bool{}, unlimited: map[string]bool{},
 	}, nil
 }
 
@@ -453,7 +464,7 @@ func (m *Manager) Agrees(p Pod, file, value string) bool {
 // containers in leveled order. One pod's failure does not stop the others.
 func (m *Manager) apply(pods []Pod, trigger string, fresh bool, res *Result) int {
 	var plans []cgroup.PodCPUs
-	running := map[string]map[string]bool{} // pod UID -> cgroups of running containers
+	reports := map[string]containerReport{} // by pod UID
 	union := cpuset.New()
 	for _, p := range pods {
 		if p.Untouched || m.finished[p.UID] {
@@ -483,14 +494,16 @@ func (m *Manager) apply(pods []Pod, trigger string, fresh bool, res *Result) int
 		}
 		plans = append(plans, plan)
 		union = union.Union(want)
+		rep := containerReport{reported: len(p.Containers) > 0 || len(p.Running) > 0}
 		for id := range p.Running {
 			if cp, err := m.cg.ContainerPath(p.UID, p.QoS, id); err == nil {
-				if running[p.UID] == nil {
-					running[p.UID] = map[string]bool{}
+				if rep.running == nil {
+					rep.running = map[string]bool{}
 				}
-				running[p.UID][cp] = true
+				rep.running[cp] = true
 			}
 		}
+		reports[p.UID] = rep
 	}
 	total := 0
 	if !union.IsEmpty() {
@@ -514,27 +527,33 @@ func (m *Manager) apply(pods []Pod, trigger string, fresh bool, res *Result) int
 		case err != nil:
 			res.fail(pl.UID, fmt.Errorf("%w: %w", ErrCgroupWrite, err))
 		}
-		m.noteWrites(pl, written, running[pl.UID], err == nil, res)
+		m.noteWrites(pl, written, reports[pl.UID], err == nil, res)
 	}
 	return total
+}
+
+// containerReport is what the kubelet's pod status says of a pod's
+// container cgroups.
+type containerReport struct {
+	running  map[string]bool // cgroups of the containers reported running
+	reported bool            // the status lists containers at all
 }
 
 // noteWrites counts drift (a settled cgroup rewritten although the pod's
 // target did not change: a value we wrote, changed behind our back) and,
 // after a successful apply, records what the pod's cgroups now hold.
-func (m *Manager) noteWrites(pl cgroup.PodCPUs, written []cgroup.Written, running map[string]bool, ok bool, res *Result) {
+func (m *Manager) noteWrites(pl cgroup.PodCPUs, written []cgroup.Written, rep containerReport, ok bool, res *Result) {
 	prev, had := m.applied[pl.UID]
 	unchanged := had && prev.Equals(pl.CPUs)
 	now := m.now()
 	for _, w := range written {
-		first, seen := m.seen[pl.UID][w.Cgroup]
-		if unchanged && (m.settled[pl.UID][w.Cgroup] || (seen && now.Sub(first) >= m.settleAfter)) {
+		if unchanged && m.isSettled(pl, w.Cgroup, rep, now) {
 			res.Drift++
 			if res.DriftUIDs == nil {
 				res.DriftUIDs = map[string]int{}
 			}
 			res.DriftUIDs[pl.UID]++
-			res.DriftPaths = append(res.DriftPaths, w.File)
+			res.DriftWrites = append(res.DriftWrites, w)
 		}
 	}
 	if !ok {
@@ -567,10 +586,27 @@ func (m *Manager) noteWrites(pl cgroup.PodCPUs, written []cgroup.Written, runnin
 		if _, ok := seen[c]; !ok {
 			seen[c] = now
 		}
-		if running[c] || (i == 0 && len(running) > 0) {
+		if rep.running[c] || (i == 0 && len(rep.running) > 0) {
 			settled[c] = true
 		}
 	}
+}
+
+// isSettled tells whether a write to cgroup c of the pod is drift rather
+// than the runtime's setup (see Manager.settled).
+func (m *Manager) isSettled(pl cgroup.PodCPUs, c string, rep containerReport, now time.Time) bool {
+	if m.settled[pl.UID][c] {
+		return true
+	}
+	first, seen := m.seen[pl.UID][c]
+	if !seen {
+		return false
+	}
+	window := m.settleAfter
+	if c != pl.Path && rep.reported {
+		window = m.settleReported
+	}
+	return now.Sub(first) >= window
 }
 
 // kubeletQuotas are the quotas the kubelet sets from the pod's limits:

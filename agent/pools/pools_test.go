@@ -103,9 +103,9 @@ func (f *fakeCgroups) ApplyPod(p cgroup.PodCPUs) ([]cgroup.Written, error) {
 	f.applied = append(f.applied, p)
 	var written []cgroup.Written
 	for _, d := range append([]string{p.Path}, p.Containers...) {
-		if !f.cpus[d].Equals(p.CPUs) {
+		if old := f.cpus[d]; !old.Equals(p.CPUs) {
 			f.cpus[d] = p.CPUs
-			written = append(written, cgroup.Written{Cgroup: d, File: "/cpuset" + d + "/cpuset.cpus"})
+			written = append(written, cgroup.Written{Cgroup: d, File: "/cpuset" + d + "/cpuset.cpus", Old: old.String(), New: p.CPUs.String()})
 		}
 		if p.UnlimitedQuota {
 			f.quota[d] = "-1"
@@ -347,17 +347,25 @@ func TestPoolsRestoresQuotaWhenLeavingExclusive(t *testing.T) {
 // TestPoolsRuntimeFirstWriteIsNotDrift replays what runc does on a real
 // node: the watcher lets the agent write a new container's cpuset right
 // after mkdir, then the runtime writes its own first value (the kubelet's
-// default set). Setting that back is not drift; a change after the
-// container runs (or after our value was found in place) is.
+// default set), possibly seconds later on a loaded node (runc sets a
+// container's resources only after its rootfs). Setting that back is not
+// drift; a change after the container runs (or, where nothing reports
+// it, after the setup window) is.
 func TestPoolsRuntimeFirstWriteIsNotDrift(t *testing.T) {
 	all := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7)
 	for _, tc := range []struct {
-		name    string
-		running bool // the kubelet reports the container running at the second pass
-	}{{"reported running", true}, {"not yet reported", false}} {
+		name     string
+		running  bool // the kubelet reports the container running at the second pass
+		reported bool // the pod's status lists the container, not running yet
+	}{{name: "reported running", running: true}, {name: "no status at all"}, {name: "reported, not running yet", reported: true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newPoolsFixture(t)
 			s1 := f.add("s1", cgroup.QoSBurstable, nil, 1)
+			if tc.reported {
+				s1.Containers = []ContainerState{{ID: "containerd://ctr-a", Running: true}, {ID: "containerd://ctr-new"}}
+				s1.Running = map[string]bool{"containerd://ctr-a": true}
+				f.pods["s1"] = s1
+			}
 			f.m.Sync(s1, f.all)
 			ctr := "/kubepods/burstable/pods1/ctr-new"
 			f.cg.cpus[ctr] = cpuset.New() // mkdir by the runtime
@@ -374,9 +382,9 @@ func TestPoolsRuntimeFirstWriteIsNotDrift(t *testing.T) {
 				t.Fatalf("runtime's first write counted as drift: %+v, cpus %s", res, f.cg.cpus[ctr])
 			}
 			if !tc.running {
-				// Nothing reported yet: a quick pass finding our value in
-				// place proves nothing (the runtime may not have written
-				// yet); the setup window passing settles the container.
+				// Nothing reported running yet: a quick pass finding our
+				// value in place proves nothing (the runtime may not have
+				// written yet).
 				if res := f.m.Sweep(f.all()); res.Written != 0 || res.Drift != 0 {
 					t.Fatalf("quiet sweep: %+v", res)
 				}
@@ -385,11 +393,26 @@ func TestPoolsRuntimeFirstWriteIsNotDrift(t *testing.T) {
 					t.Fatalf("runtime write after a quiet pass counted as drift: %+v", res)
 				}
 				f.advance(f.m.settleAfter)
+				if tc.reported {
+					// The kubelet lists the container, so its runtime
+					// is still at work: a write past the short window
+					// is not drift yet (the v2 node's emulated runc
+					// wrote cpu.max more than 5 s after mkdir).
+					f.cg.cpus[ctr] = all
+					if res := f.m.Sweep(f.all()); res.Written != 1 || res.Drift != 0 {
+						t.Fatalf("runtime write of a reported container past %s counted as drift: %+v", f.m.settleAfter, res)
+					}
+					f.advance(f.m.settleReported - f.m.settleAfter)
+				}
 			}
 			f.cg.cpus[ctr] = all // now someone really changes it
 			res = f.m.Sweep(f.all())
 			if res.Drift != 1 || res.DriftUIDs["s1"] != 1 || f.cg.cpus[ctr].String() != "1-7" {
 				t.Fatalf("real drift not counted: %+v", res)
+			}
+			w := res.DriftWrites[0]
+			if w.Cgroup != ctr || w.Old != all.String() || w.New != "1-7" {
+				t.Fatalf("drift write does not say what was found: %+v", w)
 			}
 		})
 	}
