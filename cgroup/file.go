@@ -4,6 +4,7 @@ package cgroup
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -192,6 +193,12 @@ func (c *rootCache) get(dir string) (*os.File, error) {
 	return f, nil
 }
 
+// maxValueFile bounds readFile: the files it reads hold one value or a
+// short list (cpuset.cpus, cpu.max, memory.max, subtree_control, a few
+// hundred bytes at most), so anything longer is not such a file and is
+// refused rather than read into memory.
+const maxValueFile = 64 << 10
+
 // readFile reads a whole (small) cgroup file, trimmed of the trailing newline.
 // It is the slow path (writer, layout); the hot path is heldFile.
 func readFile(dir, name string) (string, error) {
@@ -203,9 +210,17 @@ func readFile(dir, name string) (string, error) {
 		return "", fileErr("read", filepath.Join(dir, name), "", err, ErrRead)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(f)
+	return readValue(f, filepath.Join(dir, name))
+}
+
+// readValue reads at most maxValueFile bytes of r (the file at path).
+func readValue(r io.Reader, path string) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxValueFile+1))
 	if err != nil {
-		return "", fileErr("read", filepath.Join(dir, name), "", err, ErrRead)
+		return "", fileErr("read", path, "", err, ErrRead)
+	}
+	if len(b) > maxValueFile {
+		return "", &FileError{Op: "read", Path: path, Kind: ErrRead, Err: fmt.Errorf("longer than %d bytes: not a cgroup value file", maxValueFile)}
 	}
 	return strings.TrimSpace(string(b)), nil
 }
