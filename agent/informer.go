@@ -70,7 +70,7 @@ func (c *controller) addHandlers(inf cache.SharedIndexInformer) error {
 				return // periodic resync: the sweep covers it
 			}
 			if o != nil && n != nil && onlyOwnAnnotations(o, n) {
-				return // the echo of the agent's own patch: nothing to reconcile
+				return // the echo of the agent's own patch, or a status field it never reads
 			}
 			c.enqueuePod(obj)
 		},
@@ -92,10 +92,14 @@ func (c *controller) addHandlers(inf cache.SharedIndexInformer) error {
 // agent decides reads them back from an update.
 var ownAnnotations = []string{local.AnnotationStatus, local.AnnotationAllocatedCPUs, v1alpha1.AnnotationRecommendation}
 
-// onlyOwnAnnotations says whether n differs from o in nothing but
-// ownAnnotations (and the resource version): the update the API server
-// sends back for each of the agent's own patches. Under churn those were
-// one reconcile more per status and per recommendation written.
+// onlyOwnAnnotations says whether n differs from o in nothing the agent
+// reads: only in ownAnnotations, the resource version, or the pod-level
+// status.resources and status.allocatedResources (the kubelet of 1.36
+// writes those once per pod at its first resync, and the agent reads the
+// containers' statuses, never these). The first is the update the API
+// server sends back for each of the agent's own patches. Under churn
+// those were one reconcile more per status and per recommendation
+// written; on a settling node, one per pod.
 func onlyOwnAnnotations(o, n *corev1.Pod) bool {
 	om, nm := o.ObjectMeta, n.ObjectMeta // copies: only their maps are shared, and those are replaced
 	om.ResourceVersion, nm.ResourceVersion = "", ""
@@ -105,7 +109,10 @@ func onlyOwnAnnotations(o, n *corev1.Pod) bool {
 		delete(om.Annotations, k)
 		delete(nm.Annotations, k)
 	}
-	return apiequality.Semantic.DeepEqual(om, nm) && apiequality.Semantic.DeepEqual(o.Spec, n.Spec) && apiequality.Semantic.DeepEqual(o.Status, n.Status)
+	ostat, nstat := o.Status, n.Status // copies: the fields cleared are pointers and maps, not written through
+	ostat.Resources, nstat.Resources = nil, nil
+	ostat.AllocatedResources, nstat.AllocatedResources = nil, nil
+	return apiequality.Semantic.DeepEqual(om, nm) && apiequality.Semantic.DeepEqual(o.Spec, n.Spec) && apiequality.Semantic.DeepEqual(ostat, nstat)
 }
 
 func (c *controller) enqueuePod(obj any) {

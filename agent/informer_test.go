@@ -40,6 +40,18 @@ func TestOnlyOwnAnnotations(t *testing.T) {
 		{"container started", func(p *corev1.Pod) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", ContainerID: "containerd://a"}}
 		}, false},
+		{"a container's resources in its status", func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Resources: &corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}
+		}, false},
+		{"the pod-level status.resources (the kubelet's first resync)", func(p *corev1.Pod) {
+			p.Status.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+			p.Status.AllocatedResources = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+		}, true},
+		{"pod-level status.resources with a phase change", func(p *corev1.Pod) {
+			p.Status.Resources = &corev1.ResourceRequirements{}
+			p.Status.Phase = corev1.PodRunning
+		}, false},
 	} {
 		n := base.DeepCopy()
 		n.ResourceVersion = "2"
@@ -48,7 +60,7 @@ func TestOnlyOwnAnnotations(t *testing.T) {
 			t.Errorf("%s: only the agent's own annotations changed = %v, want %v", tc.name, got, tc.own)
 		}
 	}
-	if base.Annotations[local.AnnotationStatus] == "" || base.ResourceVersion != "1" {
+	if base.Annotations[local.AnnotationStatus] == "" || base.ResourceVersion != "1" || base.Status.Resources != nil {
 		t.Fatal("the comparison changed the cached pod")
 	}
 }
