@@ -280,15 +280,15 @@ func (r *Runner) oomInput(p *corev1.Pod, container string, now time.Time) (in ri
 // when the pod has one, in one leveled plan (the pod first).
 func (r *Runner) bumpCgroups(uid string, ctr rsContainer, from, to float64) error {
 	podPath := parentPath(ctr.path)
-	cur, err := r.cgroups.ReadCurrent(podPath)
+	podCur, err := r.cgroups.ReadMemoryLimit(podPath)
 	if err != nil {
 		return err
 	}
 	plan := cgroup.PodResources{UID: uid, Path: podPath, Containers: map[string]cgroup.Resources{}}
 	lim := int64(to)
 	plan.Containers[ctr.path] = cgroup.Resources{MemoryLimit: &lim}
-	if cur.MemoryLimit > 0 && to > from {
-		podLim := cur.MemoryLimit + int64(to-from)
+	if podCur > 0 && to > from {
+		podLim := podCur + int64(to-from)
 		plan.Pod.MemoryLimit = &podLim
 	}
 	written, err := r.cgroups.ApplyPodResources(plan)
