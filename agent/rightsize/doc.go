@@ -21,7 +21,7 @@
 //   - oom.go: the memory limit an OOM-killed container gets at once: at
 //     most maxOOMBumpsPerDay a day, below a limit pods/resize refused,
 //     through the same clamp, from an input of its own (OOMInput: the
-//     pod's specs and bounds, not a decision's Pod); bumps.go: the bumps of the day, kept in the
+//     pod's specs and bounds, not a decision's Pod); bumps.go: the kills and the bumps of the day, the bumps kept in the
 //     checkpoint directory so that a restart grants no extra raise.
 //
 // It writes nothing: agent/rightsize/runner applies a Decision through
