@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -274,6 +275,23 @@ func (r *Runner) oomInput(p *corev1.Pod, container string, now time.Time) (in ri
 		in.RefusedMemoryLimit = rp.refused[container]
 	}
 	return in, used, true
+}
+
+// memoryUseLocked is the memory the tracked pod's container uses, in
+// bytes: its last sample (0 before one), held up at now while an OOM
+// bump is recent (the floor onOOM sets; a decision's input reads it
+// too). r.mu held.
+func (r *Runner) memoryUseLocked(rp *rsPod, container string, now time.Time) (usage, workingSet float64) {
+	if ctr, ok := rp.containers[container]; ok {
+		s := r.last[ctr.id]
+		usage, workingSet = s.usage, s.workingSet
+	}
+	if f := rp.oomFloor[container]; f > 0 && now.Before(rp.oomFloorUntil) {
+		// A recent OOM bump: memory stays at least where it was raised.
+		workingSet = math.Max(workingSet, f/(1+rightsize.MemoryMargin))
+		usage = math.Max(usage, f/(1+rightsize.MemoryMargin))
+	}
+	return usage, workingSet
 }
 
 // bumpCgroups raises a container's memory limit, and its pod's by as much
