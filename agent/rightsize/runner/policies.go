@@ -114,6 +114,9 @@ func (pi *policyIndex) namespace(ns string) policy.Namespace {
 	return policy.Namespace{Name: ns}
 }
 
+// policies is the policy index, nil until the CRD is served.
+func (r *Runner) policies() *policyIndex { return r.policiesP.Load() }
+
 // matching are the policies selecting p: none until the RightsizePolicy
 // CRD is served.
 func (r *Runner) matching(p *corev1.Pod) []*rightsize.Policy {

@@ -182,9 +182,6 @@ func newRunner(o Options) *Runner {
 	return r
 }
 
-// policies is the policy index, nil until the CRD is served.
-func (r *Runner) policies() *policyIndex { return r.policiesP.Load() }
-
 // Round keeps each container's latest memory use, for the floors
 // (collector.Sink). A round read before a pod was forgotten may end after
 // it: only the current containers of tracked pods are kept.
