@@ -63,13 +63,17 @@
 //	cgroup/layout.go                   DirsAt
 //	cgroup/memory.go                   readMemoryLimit, readMemoryUsage,
 //	                                   readMemsw, memoryValue
-//	cgroup/file.go                     readFile, then writeFile: the
+//	cgroup/file.go                     readFile, at last writeFile: the
 //	                                   confined open and write
-//	cgroup/parse.go                    parseUint
 //	cgroup/writer.go                   apply: the checks, readCurrent, the
 //	                                   leveled passes (pod first), write
+//	cgroup/parse.go                    parseUint (the usage)
 //	cgroup/known.go                    known.write (memory files are not
 //	                                   recorded)
+//
+// Only on some kills: api/v1alpha1/policy/limitrange.go (a namespace
+// with LimitRanges), api/v1alpha1/policy/qos.go (a pod whose status has
+// no QoS class yet).
 //
 // The counters backend starts in counters_linux.go (readInotify or
 // readEventFD, check, diff) with parse.go and kmsg_linux.go instead of
