@@ -26,6 +26,62 @@
 // half created (one hierarchy at a time) is synced again shortly, with no
 // Warning.
 //
+// # From an OOM kill to a raised limit
+//
+// One OOM kill seen by the eBPF backend, followed call by call up to the
+// write of the raised memory limit (the recording, the Events and the
+// durable raise through pods/resize come after it), enters 26 files,
+// listed in the order first entered; the kill's one hand-off is
+// oomwatch's channel:
+//
+//	agent/oomwatch/bpf_linux.go        bpfBackend.run: the ring buffer's record
+//	agent/oomwatch/watcher_linux.go    Monotonic, wallAt, match (the inode's
+//	                                   watched directory), emit: the channel
+//	internal/loop/loop.go              Guard.Do around the record, Guard.Run
+//	                                   around the consumer
+//	agent/rightsize/runner/oom.go      oomLoop, onOOM: the directory's
+//	                                   container; oomInput, memoryUseLocked,
+//	                                   sameOOM, then bumpCgroups
+//	agent/reconcile.go                 controller.PodByUID (the Host's)
+//	agent/podspec/podspec.go           QoS, Requirements
+//	agent/rightsize/runner/bounds.go   nodeBounds.of: LimitRanges, allocatable
+//	agent/rightsize/runner/apply.go    applier.values, specInForce
+//	agent/rightsize/oom.go             OOMInput.Spec, then OOMBump
+//	agent/rightsize/runner/policies.go matching, policyIndex.match
+//	api/v1alpha1/policy/index.go       Index.Match, Policy.Selects
+//	agent/rightsize/decide.go          Effective; for OOMBump roundMemory,
+//	                                   bound, floorOf, tidyMemoryLimit
+//	api/v1alpha1/policy/pod.go         Policy.ForPod
+//	agent/rightsize/bumps.go           Engine.Kills, Engine.Bumps
+//	api/v1alpha1/policy/policy.go      MayBumpOOM, OOMFactorOr, Allowed
+//	recommend/container.go             OOMLimit
+//	api/v1alpha1/policy/clamp.go       Policy.Bounds, Clamp (the one clamp)
+//	internal/millicpu/millicpu.go      Cores, Floor (the clamp's CPU units)
+//	api/v1alpha1/policy/quantity.go    Bytes (its memory units)
+//	cgroup/kubepods.go                 ReadMemoryLimit (the pod's),
+//	                                   ApplyPodResources
+//	cgroup/layout.go                   DirsAt
+//	cgroup/memory.go                   readMemoryLimit, readMemoryUsage,
+//	                                   readMemsw, memoryValue
+//	cgroup/file.go                     readFile, at last writeFile: the
+//	                                   confined open and write
+//	cgroup/writer.go                   apply: the checks, readCurrent, the
+//	                                   leveled passes (pod first), write
+//	cgroup/parse.go                    parseUint (the usage)
+//	cgroup/known.go                    known.write (memory files are not
+//	                                   recorded)
+//
+// Only on some kills: api/v1alpha1/policy/limitrange.go (a namespace
+// with LimitRanges), api/v1alpha1/policy/qos.go (a pod whose status has
+// no QoS class yet).
+//
+// The counters backend starts in counters_linux.go (readInotify or
+// readEventFD, check, diff) with parse.go and kmsg_linux.go instead of
+// bpf_linux.go. Rules are not copied to shorten the walk: the policy
+// compiler's (selection, annotations, defaults, the clamp) stay in
+// api/v1alpha1/policy, the bump's formula in recommend, the leveled
+// write and its checks in cgroup.
+//
 // # Files
 //
 // agent.go (New, Run: discovery, servers, restore), loops.go (the
@@ -38,7 +94,8 @@
 // sizes), health.go (/healthz, /readyz), api.go (the local API of
 // package api/local), socket.go (its unix socket and peer credentials),
 // config.go, wire.go (right-sizing and reporting built from the config,
-// and the controller as right-sizing's Host).
+// and the controller as right-sizing's Host: rsHost embeds it, so
+// Host.PodByUID is reconcile.go's PodByUID).
 //
 // Sub-packages: pools (the CPU pools), rightsize (right-sizing's
 // decisions) and rightsize/runner (right-sizing on the node: tracking,

@@ -262,13 +262,13 @@ func (c *controller) report(ctx context.Context, who *podRef, pod *corev1.Pod, r
 		}
 		// A shared pod failed during a refresh triggered by another pod:
 		// its own Event, and its own retry.
-		if p := c.podByUID(uid); p != nil {
+		if p := c.PodByUID(uid); p != nil {
 			c.events.emit(&podRef{UID: uid, Namespace: p.Namespace, Name: p.Name}, pools.Event{Warning: true, Reason: local.EventCgroupWriteFailed, Message: err.Error()})
 			c.queue.AddRateLimited(keyOf(p.Namespace, p.Name))
 		}
 	}
 	for uid := range res.Pending {
-		if p := c.podByUID(uid); p != nil && uid != who.UID {
+		if p := c.PodByUID(uid); p != nil && uid != who.UID {
 			c.queue.AddAfter(keyOf(p.Namespace, p.Name), pendingRetry)
 		}
 	}
@@ -289,7 +289,9 @@ func (c *controller) report(ctx context.Context, who *podRef, pod *corev1.Pod, r
 	}
 }
 
-func (c *controller) podByUID(uid string) *corev1.Pod {
+// PodByUID is the informer's pod of that UID (the uid index), nil when
+// there is none; it is right-sizing's Host.PodByUID too (rsHost).
+func (c *controller) PodByUID(uid string) *corev1.Pod {
 	objs, _ := c.indexer.ByIndex(uidIndex, uid)
 	if len(objs) != 1 {
 		return nil
@@ -560,7 +562,7 @@ func (c *controller) sweep(ctx context.Context, slice int) {
 	c.metrics.observe(c.pools.State(), res, time.Time{}, false)
 	c.emitDrift(res)
 	for uid := range res.Failed {
-		if p := c.podByUID(uid); p != nil {
+		if p := c.PodByUID(uid); p != nil {
 			c.queue.AddRateLimited(keyOf(p.Namespace, p.Name))
 		}
 	}
@@ -570,7 +572,7 @@ func (c *controller) sweep(ctx context.Context, slice int) {
 	// every known pod.
 	var retry []string
 	for _, a := range c.pools.State().Assignments() {
-		if c.podByUID(a.UID) != nil {
+		if c.PodByUID(a.UID) != nil {
 			continue
 		}
 		key := keyOf(a.Namespace, a.Name)
@@ -597,7 +599,7 @@ func (c *controller) emitDrift(res pools.Result) {
 		c.log.Info("drift: cgroup files changed by someone else, set back", "files", found)
 	}
 	for uid, n := range res.DriftUIDs {
-		p := c.podByUID(uid)
+		p := c.PodByUID(uid)
 		if p == nil {
 			continue
 		}

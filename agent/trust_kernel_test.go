@@ -324,7 +324,7 @@ func TestAgentPodAnnotationsCannotWiden(t *testing.T) {
 	uid, _, _ := b.pod(t, "tenant")
 	b.annotate(t, "tenant", map[string]string{"cgpilot.io/resize": "in-place", "cgpilot.io/target-saturation": "1e-300"})
 	waitFor(t, "the annotations seen", 10*time.Second, func() bool {
-		p := b.a.c.podByUID(string(uid))
+		p := b.a.c.PodByUID(string(uid))
 		return p != nil && p.Annotations["cgpilot.io/resize"] == "in-place"
 	})
 	b.forge(t, uid, 0.5, 64<<20)

@@ -112,35 +112,34 @@ func (c *controller) poolSizes() reporter.Pools {
 		Allocatable: st.All().Difference(st.Reserved()).Size(), ExclusivePods: len(st.Assignments())}
 }
 
-// rsHost is the controller as right-sizing's Host.
-type rsHost struct{ c *controller }
-
-func (h rsHost) PodByUID(uid string) *corev1.Pod { return h.c.podByUID(uid) }
+// rsHost is the controller as right-sizing's Host: PodByUID is the
+// controller's own (reconcile.go), the other methods adapt.
+type rsHost struct{ *controller }
 
 func (h rsHost) Pod(namespace, name string) (*corev1.Pod, error) {
-	return h.c.lister.Pods(namespace).Get(name)
+	return h.lister.Pods(namespace).Get(name)
 }
 
-func (h rsHost) HoldsExclusive(p *corev1.Pod) bool { return h.c.holdsExclusive(p) }
+func (h rsHost) HoldsExclusive(p *corev1.Pod) bool { return h.holdsExclusive(p) }
 
 func (h rsHost) Emit(who *runner.PodRef, ev runner.Event) {
 	var ref *podRef
 	if who != nil {
 		ref = &podRef{UID: who.UID, Namespace: who.Namespace, Name: who.Name}
 	}
-	h.c.events.emit(ref, pools.Event{Warning: ev.Warning, Reason: ev.Reason, Message: ev.Message})
+	h.events.emit(ref, pools.Event{Warning: ev.Warning, Reason: ev.Reason, Message: ev.Message})
 }
 
-func (h rsHost) QueueStatus(key string) { h.c.statusQ.Add(key) }
+func (h rsHost) QueueStatus(key string) { h.statusQ.Add(key) }
 
-func (h rsHost) Pods() []*corev1.Pod { return h.c.listPods() }
+func (h rsHost) Pods() []*corev1.Pod { return h.listPods() }
 
-func (h rsHost) Manages(p *corev1.Pod) bool { return !h.c.podInfo(p).Untouched }
+func (h rsHost) Manages(p *corev1.Pod) bool { return !h.podInfo(p).Untouched }
 
-func (h rsHost) Requeue(p *corev1.Pod) { h.c.enqueue(keyOf(p.Namespace, p.Name), time.Now()) }
+func (h rsHost) Requeue(p *corev1.Pod) { h.enqueue(keyOf(p.Namespace, p.Name), time.Now()) }
 
 func (h rsHost) RequeueAfter(p *corev1.Pod, d time.Duration) {
-	h.c.queue.AddAfter(keyOf(p.Namespace, p.Name), d)
+	h.queue.AddAfter(keyOf(p.Namespace, p.Name), d)
 }
 
 // holdsExclusive says whether the pod runs on cores of its own (the pools'

@@ -30,6 +30,10 @@
 //     before its handler sees the event, and a write the kernel rejects on
 //     a wrong record is rolled back and the plan applied again reading
 //     every file. Memory files are never recorded.
+//     ApplyPodResources writes a pod's and its containers' CPU and memory
+//     values in the same leveled order (resizes without pods/resize, OOM
+//     raises); ReadCurrent reads what a cgroup holds, ReadMemoryLimit its
+//     memory limit alone (the OOM raise's one read).
 //     ParsePodDir reads a pod UID from a directory name, KubeletQuota is
 //     the kubelet's CFS quota for a CPU limit.
 //   - Watch (watch.go): inotify on the kubepods tree: pods and containers

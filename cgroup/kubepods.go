@@ -485,6 +485,16 @@ type Current struct {
 	MemoryLimit int64 // -1 unlimited
 }
 
+// ReadMemoryLimit reads p's memory limit alone, -1 = unlimited: what an
+// OOM raise adds to, without ReadCurrent's CPU reads.
+func (k *Kubepods) ReadMemoryLimit(p string) (int64, error) {
+	d, err := k.layout.DirsAt(p)
+	if err != nil {
+		return 0, err
+	}
+	return readMemoryLimit(d)
+}
+
 // ReadCurrent reads what p's cgroup holds now (to check that the kubelet
 // applied a resize, or to find drift).
 func (k *Kubepods) ReadCurrent(p string) (Current, error) {

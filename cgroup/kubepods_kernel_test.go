@@ -332,6 +332,9 @@ func TestKernelApplyPodResources(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if l, err := kp.ReadMemoryLimit(podPath); err != nil || l != 256<<20 {
+		t.Fatalf("pod's memory limit before the bump: %d, %v; want %d", l, err, 256<<20)
+	}
 	up := func(v int64) *int64 { return &v }
 	// Raise: the container to 200 MiB needs the pod at 328 MiB first.
 	if _, err := kp.ApplyPodResources(cgroup.PodResources{UID: "res", Path: podPath,
@@ -340,6 +343,12 @@ func TestKernelApplyPodResources(t *testing.T) {
 	}
 	if c, err := kp.ReadCurrent(ctr); err != nil || c.MemoryLimit != 200<<20 {
 		t.Fatalf("container after the bump: %+v, %v", c, err)
+	}
+	if l, err := kp.ReadMemoryLimit(podPath); err != nil || l != 328<<20 {
+		t.Fatalf("pod's memory limit after the bump: %d, %v; want %d", l, err, 328<<20)
+	}
+	if _, err := kp.ReadMemoryLimit(podPath + "/gone"); !errors.Is(err, cgroup.ErrGone) {
+		t.Fatalf("ReadMemoryLimit of a missing cgroup: %v, want ErrGone", err)
 	}
 	// Below usage: refused before any write.
 	_, err := kp.ApplyPodResources(cgroup.PodResources{UID: "res", Path: podPath,

@@ -15,8 +15,10 @@ import (
 	"github.com/cgpilot/cgpilot/internal/atomicfile"
 )
 
-// bumps.go: the times of each container's OOM bumps, which the policy's
-// maxOOMBumpsPerDay counts. They live in the agent's own state directory,
+// bumps.go: what the OOM path counts per container instance within
+// OOMWindow: its kills (Kills, in memory only: the exponent of the next
+// bump) and the times of its OOM bumps, which the policy's
+// maxOOMBumpsPerDay counts. The bumps live in the agent's own state directory,
 // not in the pod's annotation: a tenant can edit its pods' annotations,
 // and forgetting the bumps at a restart would grant a container more
 // raises that day than its policy allows. The file is small (at most
@@ -125,6 +127,34 @@ func openBumps(dir string, now time.Time) (map[string][]time.Time, error) {
 		}
 	}
 	return log, err
+}
+
+// Kills records an OOM kill of one container instance at t and returns the
+// kills within window, this one included.
+func (e *Engine) Kills(instance string, t time.Time, window time.Duration) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	kept := e.ooms[instance][:0]
+	for _, k := range e.ooms[instance] {
+		if t.Sub(k) < window {
+			kept = append(kept, k)
+		}
+	}
+	e.ooms[instance] = append(kept, t)
+	return len(e.ooms[instance])
+}
+
+// ExpireKills drops the OOM kills and bumps older than window, so that
+// containers that are gone leave nothing behind.
+func (e *Engine) ExpireKills(now time.Time, window time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.expireBumps(now, window)
+	for inst, ts := range e.ooms {
+		if len(ts) == 0 || now.Sub(ts[len(ts)-1]) > window {
+			delete(e.ooms, inst)
+		}
+	}
 }
 
 // Bumps is how many OOM bumps container instance ("<pod UID>/<container>")

@@ -5,7 +5,9 @@
 //   - engine.go: the usage histograms (package recommend, one Recommender
 //     per preset, fed every collection round), read at most once per
 //     decision step per workload container with a policy's overrides, and
-//     checkpointed.
+//     checkpointed; the kills it records for the histograms
+//     (RecordOOM) are a recommender's, the OOM path's counts are in
+//     bumps.go.
 //   - policy.go: what a RightsizePolicy and a pod's cgpilot.io annotations
 //     ask: the names of the policy compiler (api/v1alpha1/policy), which
 //     the agent, the aggregator and its webhook share.
@@ -21,7 +23,11 @@
 //   - oom.go: the memory limit an OOM-killed container gets at once: at
 //     most maxOOMBumpsPerDay a day, below a limit pods/resize refused,
 //     through the same clamp, from an input of its own (OOMInput: the
-//     pod's specs and bounds, not a decision's Pod); bumps.go: the bumps of the day, kept in the
+//     pod's specs and bounds, not a decision's Pod); it uses decide.go's
+//     bound and roundMemory, the one clamp and rounding.
+//   - bumps.go: what the OOM path counts per container within OOMWindow:
+//     its kills (Engine.Kills, the next bump's exponent) and its bumps
+//     (Engine.Bumps, for maxOOMBumpsPerDay), the bumps kept in the
 //     checkpoint directory so that a restart grants no extra raise.
 //
 // It writes nothing: agent/rightsize/runner applies a Decision through

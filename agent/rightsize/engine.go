@@ -29,7 +29,8 @@ type Engine struct {
 	// pods of one workload share one read per step (each read advances
 	// the recommender's hysteresis and violation tracking).
 	cache map[cacheKey]cached
-	// ooms are the recent kills per container instance, for the bump.
+	// ooms are the recent kills per container instance, for the bump
+	// (Kills, bumps.go).
 	ooms map[string][]time.Time
 	// bumps are the OOM bumps per container instance, for the policy's
 	// maxOOMBumpsPerDay, kept in the checkpoint directory (bumps.go).
@@ -202,21 +203,6 @@ func (e *Engine) RecordOOM(key string, ev recommend.OOMEvent) {
 	}
 }
 
-// Kills records an OOM kill of one container instance at t and returns the
-// kills within window, this one included.
-func (e *Engine) Kills(instance string, t time.Time, window time.Duration) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	kept := e.ooms[instance][:0]
-	for _, k := range e.ooms[instance] {
-		if t.Sub(k) < window {
-			kept = append(kept, k)
-		}
-	}
-	e.ooms[instance] = append(kept, t)
-	return len(e.ooms[instance])
-}
-
 // Keys lists the workload containers any preset has state for (fed since
 // the start or loaded from a checkpoint), sorted.
 func (e *Engine) Keys() []string {
@@ -229,19 +215,6 @@ func (e *Engine) Keys() []string {
 		}
 	}
 	return slices.Sorted(maps.Keys(set))
-}
-
-// ExpireKills drops the OOM kills and bumps older than window, so that
-// containers that are gone leave nothing behind.
-func (e *Engine) ExpireKills(now time.Time, window time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.expireBumps(now, window)
-	for inst, ts := range e.ooms {
-		if len(ts) == 0 || now.Sub(ts[len(ts)-1]) > window {
-			delete(e.ooms, inst)
-		}
-	}
 }
 
 // Forget drops a workload container no pod of this node runs any more.

@@ -9,25 +9,6 @@ import (
 	"github.com/cgpilot/cgpilot/recommend"
 )
 
-// TestExpireKills: kills past their window leave the engine, recent ones
-// stay and still count.
-func TestExpireKills(t *testing.T) {
-	e, _, err := NewEngine(EngineOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Unix(1_800_000_000, 0)
-	e.Kills("gone/app", t0, OOMWindow)
-	e.Kills("recent/app", t0.Add(OOMWindow), OOMWindow)
-	e.ExpireKills(t0.Add(OOMWindow+time.Hour), OOMWindow)
-	if _, ok := e.ooms["gone/app"]; ok || len(e.ooms) != 1 {
-		t.Fatalf("kills kept: %v", e.ooms)
-	}
-	if n := e.Kills("recent/app", t0.Add(OOMWindow+2*time.Hour), OOMWindow); n != 2 {
-		t.Fatalf("recent kill lost: %d kills", n)
-	}
-}
-
 // TestEngineSurvivesRestart: an engine saved and opened again from its
 // state directory (the agent's restart or upgrade) recommends exactly what
 // the one that kept running does, for every container and preset, and

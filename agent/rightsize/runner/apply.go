@@ -540,6 +540,17 @@ func (a *applier) values(uid string) map[string]rightsize.Requirements {
 	return out
 }
 
+// specInForce is the requirements of a container spec as they are in
+// force: the spec's, or those the applier wrote to the cgroups where the
+// cluster lacks pods/resize (written: applier.values).
+func specInForce(spec corev1.Container, written map[string]rightsize.Requirements) rightsize.Requirements {
+	if v, ok := written[spec.Name]; ok {
+		return v
+	}
+	req, lim := podspec.Requirements(spec.Resources)
+	return rightsize.Requirements{Requests: req, Limits: lim}
+}
+
 // reassert puts the agent's cgroup values back where the cluster has no
 // pods/resize and something rewrote them (drift); called every sweep.
 func (a *applier) reassert() {

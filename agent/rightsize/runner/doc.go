@@ -26,21 +26,32 @@
 //
 // # From an OOM kill to the raised limit
 //
-//	oom.go          oomLoop → onOOM: the watched cgroup's container,
-//	                oomInput (only what a bump reads, not input's
-//	                decision view), rightsize.OOMBump, one leveled
-//	                write of pod and container (bumpCgroups), then the
-//	                kill recorded
-//	                (histograms, report, Event) and the durable half through
-//	                the applier; a refused raise goes back (bumpRefused)
+//	oom.go          oomLoop → onOOM: the watched cgroup's container, its
+//	                pod (Host.PodByUID), oomInput (only what a bump reads,
+//	                not input's decision view: bounds.go's LimitRanges and
+//	                allocatable, apply.go's specs in force, the memory
+//	                used with the OOM floor, memoryUseLocked), the
+//	                policy (policies.go's matching, rightsize.Effective),
+//	                sameOOM, rightsize.OOMBump, one leveled write of pod
+//	                and container (bumpCgroups: the pod's limit read
+//	                alone, cgroup.Kubepods.ReadMemoryLimit), then the kill
+//	                recorded (histograms, report, Event) and the durable
+//	                half through the applier; a refused raise goes back
+//	                (bumpRefused)
+//
+// runner.go is not on that path: agent/doc.go lists the whole walk.
 //
 // # Files
 //
 // host.go (what the agent gives: Host, Options; the loops' names; the
-// metrics), runner.go, due.go (the tracked pods ordered by their next
-// decision), apply.go, oom.go, policies.go (the RightsizePolicy
-// and namespace informers feeding the policy compiler
-// api/v1alpha1/policy through its handler, policy/feed), policystatus.go (this node's entry of each
+// metrics), runner.go (tracking, sampling's floors, the decision rounds
+// and input), due.go (the tracked pods ordered by their next
+// decision), apply.go (the applier, and specInForce: a spec's values or
+// those it wrote), oom.go (the OOM path, and memoryUseLocked: usage held
+// up by a recent raise, which decisions read too), policies.go (the
+// RightsizePolicy and namespace informers feeding the policy compiler
+// api/v1alpha1/policy through its handler, policy/feed, and matching:
+// the policies selecting a pod), policystatus.go (this node's entry of each
 // policy's status, by server-side apply), bounds.go (LimitRanges and the
 // node's allocatable for the clamp), workload.go (a pod's workload, by
 // report.WorkloadOf, with its owners cached), report.go (what the

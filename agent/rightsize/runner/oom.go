@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -276,19 +277,36 @@ func (r *Runner) oomInput(p *corev1.Pod, container string, now time.Time) (in ri
 	return in, used, true
 }
 
+// memoryUseLocked is the memory the tracked pod's container uses, in
+// bytes: its last sample (0 before one), held up at now while an OOM
+// bump is recent (the floor onOOM sets; a decision's input reads it
+// too). r.mu held.
+func (r *Runner) memoryUseLocked(rp *rsPod, container string, now time.Time) (usage, workingSet float64) {
+	if ctr, ok := rp.containers[container]; ok {
+		s := r.last[ctr.id]
+		usage, workingSet = s.usage, s.workingSet
+	}
+	if f := rp.oomFloor[container]; f > 0 && now.Before(rp.oomFloorUntil) {
+		// A recent OOM bump: memory stays at least where it was raised.
+		workingSet = math.Max(workingSet, f/(1+rightsize.MemoryMargin))
+		usage = math.Max(usage, f/(1+rightsize.MemoryMargin))
+	}
+	return usage, workingSet
+}
+
 // bumpCgroups raises a container's memory limit, and its pod's by as much
 // when the pod has one, in one leveled plan (the pod first).
 func (r *Runner) bumpCgroups(uid string, ctr rsContainer, from, to float64) error {
 	podPath := parentPath(ctr.path)
-	cur, err := r.cgroups.ReadCurrent(podPath)
+	podCur, err := r.cgroups.ReadMemoryLimit(podPath)
 	if err != nil {
 		return err
 	}
 	plan := cgroup.PodResources{UID: uid, Path: podPath, Containers: map[string]cgroup.Resources{}}
 	lim := int64(to)
 	plan.Containers[ctr.path] = cgroup.Resources{MemoryLimit: &lim}
-	if cur.MemoryLimit > 0 && to > from {
-		podLim := cur.MemoryLimit + int64(to-from)
+	if podCur > 0 && to > from {
+		podLim := podCur + int64(to-from)
 		plan.Pod.MemoryLimit = &podLim
 	}
 	written, err := r.cgroups.ApplyPodResources(plan)

@@ -114,6 +114,18 @@ func (pi *policyIndex) namespace(ns string) policy.Namespace {
 	return policy.Namespace{Name: ns}
 }
 
+// policies is the policy index, nil until the CRD is served.
+func (r *Runner) policies() *policyIndex { return r.policiesP.Load() }
+
+// matching are the policies selecting p: none until the RightsizePolicy
+// CRD is served.
+func (r *Runner) matching(p *corev1.Pod) []*rightsize.Policy {
+	if pi := r.policies(); pi != nil {
+		return pi.match(p)
+	}
+	return nil
+}
+
 // match returns the valid policies selecting pod p, sorted by name. A
 // policy undecided for a namespace not cached yet does not select it:
 // the namespace's arrival decides again (changed).

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -182,9 +181,6 @@ func newRunner(o Options) *Runner {
 	})
 	return r
 }
-
-// policies is the policy index, nil until the CRD is served.
-func (r *Runner) policies() *policyIndex { return r.policiesP.Load() }
 
 // Round keeps each container's latest memory use, for the floors
 // (collector.Sink). A round read before a pod was forgotten may end after
@@ -547,42 +543,6 @@ func (r *Runner) containersInput(p *corev1.Pod, exclusive bool, written map[stri
 		out = append(out, c)
 	}
 	return out, rp.lastResize, true
-}
-
-// matching are the policies selecting p: none until the RightsizePolicy
-// CRD is served.
-func (r *Runner) matching(p *corev1.Pod) []*rightsize.Policy {
-	if pi := r.policies(); pi != nil {
-		return pi.match(p)
-	}
-	return nil
-}
-
-// specInForce is the requirements of a container spec as they are in
-// force: the spec's, or those the applier wrote to the cgroups where the
-// cluster lacks pods/resize (written: applier.values).
-func specInForce(spec corev1.Container, written map[string]rightsize.Requirements) rightsize.Requirements {
-	if v, ok := written[spec.Name]; ok {
-		return v
-	}
-	req, lim := podspec.Requirements(spec.Resources)
-	return rightsize.Requirements{Requests: req, Limits: lim}
-}
-
-// memoryUseLocked is the memory the tracked pod's container uses, in
-// bytes: its last sample (0 before one), held up at now while an OOM
-// bump is recent. r.mu held.
-func (r *Runner) memoryUseLocked(rp *rsPod, container string, now time.Time) (usage, workingSet float64) {
-	if ctr, ok := rp.containers[container]; ok {
-		s := r.last[ctr.id]
-		usage, workingSet = s.usage, s.workingSet
-	}
-	if f := rp.oomFloor[container]; f > 0 && now.Before(rp.oomFloorUntil) {
-		// A recent OOM bump: memory stays at least where it was raised.
-		workingSet = math.Max(workingSet, f/(1+rightsize.MemoryMargin))
-		usage = math.Max(usage, f/(1+rightsize.MemoryMargin))
-	}
-	return usage, workingSet
 }
 
 func changedTargets(a, b rightsize.Decision) bool {
