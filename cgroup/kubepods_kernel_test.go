@@ -323,12 +323,18 @@ func TestKernelApplyPodResources(t *testing.T) {
 	mem(rel, 256<<20)
 	mem(rel+"/app", 128<<20)
 	hog := k.SB.Start(rel+"/app", cgtest.Hog, 96)
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	// The refusal below needs the hog's 90 MiB in place: on a loaded
+	// machine that took 20 s once, so wait longer and say so if it never
+	// comes, rather than test the refusal against a smaller usage.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
 		if c, err := kp.ReadCurrent(ctr); err == nil && c.MemoryLimit > 0 {
 			if u := usageOf(t, k, rel+"/app"); u >= 90<<20 {
 				break
 			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hog's usage stayed at %d bytes for 60 s, want at least %d", usageOf(t, k, rel+"/app"), 90<<20)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
