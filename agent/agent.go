@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
@@ -293,7 +292,7 @@ func (c *controller) run(ctx context.Context) error {
 			return fmt.Errorf("metrics endpoint: %w", err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(c.metrics.reg, promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", c.metrics.handler())
 		serve("metrics endpoint", l, c.guard.Handler(loopMetricsHTTP, mux), httpLimits)
 	}
 	if c.cfg.SocketPath != "" {

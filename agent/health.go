@@ -8,8 +8,6 @@ import (
 	"net/http/pprof"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // health.go: /healthz and /readyz say what the agent has really done, not
@@ -153,7 +151,7 @@ func (h *health) handler(m *metrics, profiling bool) http.Handler {
 	}
 	mux.HandleFunc("/healthz", check(h.live))
 	mux.HandleFunc("/readyz", check(h.ready))
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", m.handler())
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -133,6 +133,19 @@ func TestHealthEndpoints(t *testing.T) {
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("/metrics: %d %q", code, body)
 	}
+	// A scraper offering gzip gets plain text: no compressor is kept
+	// between scrapes (see metrics.handler).
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" || !strings.Contains(string(b), "go_goroutines") {
+		t.Errorf("/metrics asked for gzip: Content-Encoding %q, body %.40q", enc, b)
+	}
 }
 
 // TestAPITracker: answers below 500 close a failure streak; transport
