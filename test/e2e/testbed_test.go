@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -67,16 +68,10 @@ func TestNodeLogsExecAndClusterDNS(t *testing.T) {
 
 	// Ready means started, not that the shell has echoed yet (a CI
 	// rehearsal read an empty log right after Ready).
-	var logs []byte
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		logs, err = cs.CoreV1().Pods("default").GetLogs("talk", &corev1.PodLogOptions{Container: "c"}).DoRaw(ctx)
-		if err == nil && strings.Contains(string(logs), "hello-from-the-log") {
-			break
-		}
-	}
-	if err != nil || !strings.Contains(string(logs), "hello-from-the-log") {
-		t.Fatalf("GetLogs: %q, %v; want the container's first line", logs, err)
-	}
+	waitUntil(t, "GetLogs gives the container's first line", 30*time.Second, func() (bool, string) {
+		logs, err := cs.CoreV1().Pods("default").GetLogs("talk", &corev1.PodLogOptions{Container: "c"}).DoRaw(ctx)
+		return err == nil && strings.Contains(string(logs), "hello-from-the-log"), fmt.Sprintf("%q, %v", logs, err)
+	})
 
 	for _, proto := range []string{"websocket", "spdy"} {
 		t.Run(proto, func(t *testing.T) {
