@@ -16,10 +16,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 )
 
 func TestBuilderWindows(t *testing.T) {
@@ -225,6 +227,62 @@ func TestClientBufferBound(t *testing.T) {
 		t.Log("no events dropped (the lists stayed within their bounds)")
 	}
 	t.Logf("200 windows in a %d-byte buffer: %d reports sent, %d coalescings, at most %d bytes", bound, len(f.accepted), s.Coalesced, maxBytes)
+}
+
+// TestClientReleasesSentReports: a report the aggregator accepted, and
+// the reports a coalescing merged away, are no longer reachable from the
+// client (at 1,000 containers each one held a few MiB until the next
+// window's Enqueue).
+func TestClientReleasesSentReports(t *testing.T) {
+	f := newFakeAggregator(t)
+	c, err := NewClient(ClientConfig{URL: f.srv.URL, Transport: f.srv.Client().Transport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := func(what string, ws ...weak.Pointer[Report]) {
+		t.Helper()
+		runtime.GC()
+		for i, w := range ws {
+			if w.Value() != nil {
+				t.Errorf("%s %d: still reachable", what, i)
+			}
+		}
+	}
+	sent := sampleReport(t)
+	if err := c.Enqueue(sent); err != nil {
+		t.Fatal(err)
+	}
+	ws := weak.Make(sent)
+	sent = nil
+	if err := c.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.Stats(); s.Accepted != 1 || s.Buffered != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+	gone("sent report", ws)
+	runtime.KeepAlive(c) // the client lives on: only what it holds may go
+
+	// Three reports past a one-byte bound: the two oldest are merged, then
+	// the merge and the third; neither original of a merge stays.
+	c, err = NewClient(ClientConfig{URL: f.srv.URL, Transport: f.srv.Client().Transport, MaxBufferBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var merged []weak.Pointer[Report]
+	for w := range 3 {
+		r := sampleReport(t)
+		r.WindowEnd = r.WindowEnd.Add(time.Duration(w) * time.Minute)
+		if err := c.Enqueue(r); err != nil {
+			t.Fatal(err)
+		}
+		merged = append(merged, weak.Make(r))
+	}
+	if s := c.Stats(); s.Coalesced != 2 || s.Buffered != 1 {
+		t.Fatalf("want 2 coalescings into 1 report: %+v", s)
+	}
+	gone("coalesced report", merged...)
+	runtime.KeepAlive(c)
 }
 
 func TestClientRunBacksOff(t *testing.T) {
