@@ -423,13 +423,13 @@ func (d *decoder) time() time.Time {
 var zeroUnix = time.Time{}.Unix()
 
 // hist decodes a histogram that must have the options of fresh, the
-// policy's empty histogram, whose storage it reuses.
+// policy's empty histogram.
 func (d *decoder) hist(fresh *Histogram) *Histogram {
 	if d.err != nil {
 		return nil
 	}
 	want := fresh.opts
-	h, err := d.histogramInto(fresh.weights)
+	h, err := d.histogram()
 	if err != nil {
 		d.err = err
 		return nil

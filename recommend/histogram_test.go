@@ -464,3 +464,64 @@ func FuzzHistogramUnmarshal(f *testing.F) {
 		}
 	})
 }
+
+// TestHistogramWeightsReachWrittenBuckets: a histogram holds weights only
+// up to its highest bucket written, and behaves as the full layout does:
+// a bucket past the end weighs 0 in every operation.
+func TestHistogramWeightsReachWrittenBuckets(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	o := MemoryHistogramOptions()
+	low, _ := NewHistogram(o)
+	if len(low.weights) != 0 || !low.IsEmpty() || low.Percentile(0.9) != 0 {
+		t.Fatalf("new histogram: %d weights, empty %v", len(low.weights), low.IsEmpty())
+	}
+	low.AddSample(64<<20, 1, t0)
+	b := o.FindBucket(64 << 20)
+	if len(low.weights) != b+1 || b+1 >= o.NumBuckets {
+		t.Fatalf("64 MiB in bucket %d: %d weights, want %d of %d", b, len(low.weights), b+1, o.NumBuckets)
+	}
+	// Subtracting a sample of a bucket never written takes it from the
+	// total only (as VPA does), and writes nothing past the end.
+	w := low.at(b)
+	low.SubtractSample(1<<40, 0.25, t0)
+	if low.TotalWeight() != w-0.25 || len(low.weights) != b+1 || low.at(b) != w {
+		t.Fatalf("subtract past the end: total %v, %d weights, bucket %d %v", low.TotalWeight(), len(low.weights), b, low.at(b))
+	}
+	// A merge reaches the other's highest bucket; the percentile sees it.
+	high, _ := NewHistogram(o)
+	high.AddSample(8<<30, 3, t0)
+	m := low.Clone()
+	if err := m.Merge(high); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.Percentile(0.9), high.Percentile(0.9); got != want {
+		t.Errorf("merged p90 %v, want the high sample's %v", got, want)
+	}
+	// A round trip keeps it equal, whatever each side's length.
+	enc, _ := m.MarshalBinary()
+	var back Histogram
+	if err := back.UnmarshalBinary(enc); err != nil {
+		t.Fatal(err)
+	}
+	if !back.Equal(m) || !m.Equal(&back) {
+		t.Error("decoded histogram differs")
+	}
+	long := m.Clone()
+	long.reach(o.NumBuckets - 1)
+	if !long.Equal(m) || !m.Equal(long) || long.Percentile(0.5) != m.Percentile(0.5) {
+		t.Error("trailing zero buckets changed equality or a percentile")
+	}
+	// One bucket: an empty histogram has min = max = 0 and no weights.
+	one, err := NewHistogram(HistogramOptions{FirstBucketSize: 1, Ratio: 2, NumBuckets: 1, Epsilon: 1e-4, HalfLife: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one.AddSample(1, 1, t0.Add(time.Duration(maxDecayExponent+1)*time.Hour)) // moves the reference: scales the empty range
+	if one.Percentile(1) != 0 || one.IsEmpty() {
+		t.Errorf("one bucket: p100 %v, empty %v", one.Percentile(1), one.IsEmpty())
+	}
+	empty, _ := NewHistogram(one.Options())
+	if err := one.Merge(empty); err != nil || one.TotalWeight() != 1 {
+		t.Errorf("merging an empty one-bucket histogram: %v, total %v", err, one.TotalWeight())
+	}
+}
