@@ -430,6 +430,8 @@ func DirsAt(m Mounts, rel string) (Dirs, error) {
 		return Dirs{Unified: true, CPU: d, CPUAcct: d, CPUSet: d, Memory: d, PSI: d}, nil
 	}
 	var d Dirs
+	var prev Mount
+	var prevDir string
 	for _, c := range []struct {
 		name string
 		dst  *string
@@ -438,11 +440,15 @@ func DirsAt(m Mounts, rel string) (Dirs, error) {
 		if !ok {
 			return Dirs{}, fmt.Errorf("%w: no v1 %s hierarchy mounted", ErrLayout, c.name)
 		}
+		if mnt == prev {
+			*c.dst = prevDir // co-mounted (cpu,cpuacct): one string for both, as the agent keeps them per container
+			continue
+		}
 		dir, err := (&Layout{}).dir(mnt, rel)
 		if err != nil {
 			return Dirs{}, err
 		}
-		*c.dst = dir
+		*c.dst, prev, prevDir = dir, mnt, dir
 	}
 	if m.Unified.Point != "" {
 		if dir, err := (&Layout{}).dir(m.Unified, rel); err == nil {

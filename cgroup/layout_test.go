@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 const (
@@ -380,6 +381,18 @@ func TestLayoutRejectsBadInput(t *testing.T) {
 	}
 	if d, err := DirsAt(sub, "/kubepods/x/c1"); err != nil || d.CPU != "/sys/fs/cgroup/c1" {
 		t.Errorf("DirsAt inside mount root = %+v, %v", d, err)
+	}
+	// v1 with cpu,cpuacct co-mounted: one directory string serves both.
+	cpu := Mount{Point: "/sys/fs/cgroup/cpu,cpuacct", Root: "/"}
+	v1 := Mounts{Mode: ModeHybrid, V1: map[string]Mount{"cpu": cpu, "cpuacct": cpu,
+		"cpuset": {Point: "/sys/fs/cgroup/cpuset", Root: "/"}, "memory": {Point: "/sys/fs/cgroup/memory", Root: "/"}}}
+	d, err := DirsAt(v1, "/kubepods/p1")
+	if err != nil || d.CPU != "/sys/fs/cgroup/cpu,cpuacct/kubepods/p1" || d.CPUSet != "/sys/fs/cgroup/cpuset/kubepods/p1" ||
+		d.Memory != "/sys/fs/cgroup/memory/kubepods/p1" {
+		t.Fatalf("v1 DirsAt = %+v, %v", d, err)
+	}
+	if unsafe.StringData(d.CPU) != unsafe.StringData(d.CPUAcct) {
+		t.Error("co-mounted cpu and cpuacct: two copies of one directory")
 	}
 }
 
