@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/cgpilot/cgpilot/agent/podspec"
+	"github.com/cgpilot/cgpilot/agent/rightsize"
 	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/recommend"
 )
 
 // TestResizedAnnotationHeld: the annotation of a resize pods/resize
@@ -68,5 +70,45 @@ func TestResizedAnnotationHeld(t *testing.T) {
 	r.setState(uid, stateApplied, "the kubelet applied the resize", false)
 	if n, s := queued(), state(); n != 2 || s != stateApplied {
 		t.Fatalf("verified: queued %d times, state %q; want twice, %q at once", n, s, stateApplied)
+	}
+}
+
+// TestAppliedAnnotationSettled: verify's Applied annotation shows the
+// requests the resize put in the spec, with no next change, as the next
+// decision will (which then has nothing to rewrite): not the old requests
+// and the change, which the next decision rewrote up to a step later, a
+// kubelet sync that held back a resize sent within a PLEG relist of it.
+func TestAppliedAnnotationSettled(t *testing.T) {
+	r, _ := unitRightsizer(t)
+	p := r.addPod(t, "web")
+	from := rightsize.Requirements{Requests: rightsize.Resources{CPU: 0.1, Memory: 64 << 20}}
+	to := rightsize.Requirements{Requests: rightsize.Resources{CPU: 0.2, Memory: 64 << 20}}
+	rec := &recommend.Recommendation{CPU: recommend.Estimate{Target: 0.2, Lower: 0.15, Upper: 0.3}, Memory: recommend.Estimate{Target: 64 << 20, Lower: 32 << 20, Upper: 128 << 20}}
+	r.mu.Lock()
+	rp := r.pods[string(p.UID)]
+	rp.decision = rightsize.Decision{Policy: "web", Mode: rightsize.ModeInPlace, Apply: true,
+		Containers: []rightsize.ContainerDecision{{Name: "app", Recommendation: rec, From: from, To: to, Changed: true}}}
+	rp.state = stateResized
+	before := recommendationOf(rp)
+	r.mu.Unlock()
+	if c := before.Containers[0].CPU; c.Request != "100m" || c.Next != "200m" {
+		t.Fatalf("before verify: request %q, next %q; want 100m, 200m", c.Request, c.Next)
+	}
+	resized := p.DeepCopy()
+	resized.Spec.Containers[0].Resources.Requests = rlist("200m", "64Mi")
+	r.Verify(resized)
+	pr, ok := r.pendingRec.get(podspec.Key(p.Namespace, p.Name))
+	if !ok {
+		t.Fatal("verify queued no annotation")
+	}
+	var got local.Recommendation
+	if err := json.Unmarshal([]byte(pr.value), &got); err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Containers[0].CPU; got.State != stateApplied || c.Request != "200m" || c.Next != "" || c.Target != "200m" {
+		t.Errorf("after verify: state %q, request %q, next %q, target %q; want %q, 200m, none, 200m", got.State, c.Request, c.Next, c.Target, stateApplied)
+	}
+	if m := got.Containers[0].Memory; m.Request != "64Mi" || m.Next != "" {
+		t.Errorf("after verify: memory request %q, next %q; want 64Mi, none", m.Request, m.Next)
 	}
 }
