@@ -505,16 +505,26 @@ func (r *Runner) Verify(p *corev1.Pod) {
 }
 
 // settle makes the last decision of pod p, whose resize is applied, say
-// what the next decision will find: each container's requirements are the
-// spec's now (From), with nothing left to change (To, Changed). The Applied
-// annotation then shows the new requests, not the old ones and the next,
-// and the next decision does not rewrite it for that alone: that write
-// came up to a step after the resize, and a resize within a PLEG relist of
-// its kubelet sync waited for the next relist
-// (BenchmarkNodeResizeToCgroup's p99: 108 and 160 ms from pods/resize
-// accepted to cpu.shares, against 14-37 ms, for the two changes sent 1.07 s
-// after that write).
+// what the next decision will find, so that the Applied annotation is the
+// one that decision keeps: a decision made now on the new spec, when it
+// changes nothing (Unchanged: the notes, such as WithinTolerance, are its
+// own), and only taken as the view (no Event, no resize, the step's
+// schedule kept); otherwise each container's requirements are the spec's
+// now (From), with nothing left to change (To, Changed). The annotation
+// kept the view from before the resize (the old requests, the change as
+// next, its notes), and the first decision after it rewrote it, up to a
+// step after the resize: a kubelet sync, and a resize within a PLEG relist
+// of it waited for the next relist (BenchmarkNodeResizeToCgroup's p99: 108
+// and 160 ms from pods/resize accepted to cpu.shares, against 14-37 ms, for
+// the two changes of 20 sent 1.07 s after that write).
 func (r *Runner) settle(p *corev1.Pod) {
+	now := time.Now()
+	var fresh *rightsize.Decision
+	if in, _, ok := r.input(p, now); ok {
+		if d := rightsize.Decide(r.engine, in, now); d.State == rightsize.StateUnchanged {
+			fresh = &d
+		}
+	}
 	written := r.apply.values(string(p.UID))
 	specs := map[string]corev1.Container{}
 	for _, c := range p.Spec.Containers {
@@ -524,6 +534,10 @@ func (r *Runner) settle(p *corev1.Pod) {
 	defer r.mu.Unlock()
 	rp := r.pods[string(p.UID)]
 	if rp == nil {
+		return
+	}
+	if fresh != nil {
+		rp.decision = *fresh
 		return
 	}
 	cs := make([]rightsize.ContainerDecision, len(rp.decision.Containers))
