@@ -20,9 +20,12 @@
 //	                pods/resize patch or the cgroup plan, Verify
 //
 // The annotation of a change is written with the resize's outcome, after
-// the patch, and an annotation that differs only in its explanations is
-// not written at all: each pod update is a kubelet sync, and a resize
-// within a PLEG relist of one waits for the next relist (annotate).
+// the patch: a refusal or verify's Applied at once, an accepted resize a
+// second later unless verified meanwhile (holdAnnotation), and Applied
+// with the new requests, as the next decision sees them (settle); an
+// annotation that differs only in its explanations is not written at all:
+// each pod update is a kubelet sync, and a resize within a PLEG relist of
+// one waits for the next relist (annotate).
 //
 // # From an OOM kill to the raised limit
 //

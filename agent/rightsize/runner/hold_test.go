@@ -1,0 +1,114 @@
+//go:build linux
+
+package runner
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/cgpilot/cgpilot/agent/podspec"
+	"github.com/cgpilot/cgpilot/agent/rightsize"
+	local "github.com/cgpilot/cgpilot/api/local"
+	"github.com/cgpilot/cgpilot/recommend"
+)
+
+// TestResizedAnnotationHeld: the annotation of a resize pods/resize
+// accepted is not queued at once, nor by a decision while it is held (the
+// kubelet syncs every pod update, and one right after pods/resize took its
+// time while it applied the resize); the hold's timer queues it, saying
+// Resized. A later state (verify's Applied, a failure) is queued at once,
+// and an earlier hold's timer does not end a later hold.
+func TestResizedAnnotationHeld(t *testing.T) {
+	r, h := unitRightsizer(t)
+	var timers []func()
+	r.afterQuiet = func(f func()) { timers = append(timers, f) }
+	p := r.addPod(t, "web")
+	uid, key := string(p.UID), RecKeyPrefix+podspec.Key(p.Namespace, p.Name)
+	queued := func() int {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n := 0
+		for _, k := range h.queued {
+			if k == key {
+				n++
+			}
+		}
+		return n
+	}
+	state := func() string {
+		pr, ok := r.pendingRec.get(podspec.Key(p.Namespace, p.Name))
+		if !ok {
+			return ""
+		}
+		var rec local.Recommendation
+		if err := json.Unmarshal([]byte(pr.value), &rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec.State
+	}
+
+	r.holdAnnotation(uid, "pods/resize accepted")
+	r.annotate(p) // a decision within the hold
+	if n, s := queued(), state(); n != 0 || s != "" {
+		t.Fatalf("the annotation was queued %d times (%q) while held", n, s)
+	}
+	if len(timers) != 1 {
+		t.Fatalf("%d timers, want 1", len(timers))
+	}
+	timers[0]()
+	if n, s := queued(), state(); n != 1 || s != stateResized {
+		t.Fatalf("after the hold: queued %d times, state %q; want once, %q", n, s, stateResized)
+	}
+
+	r.holdAnnotation(uid, "pods/resize accepted again")
+	r.holdAnnotation(uid, "pods/resize accepted a third time")
+	timers[1]() // the second hold's timer: the third still holds
+	r.annotate(p)
+	if n := queued(); n != 1 {
+		t.Fatalf("queued %d times, want still once: a later hold was ended by an earlier timer", n)
+	}
+	r.setState(uid, stateApplied, "the kubelet applied the resize", false)
+	if n, s := queued(), state(); n != 2 || s != stateApplied {
+		t.Fatalf("verified: queued %d times, state %q; want twice, %q at once", n, s, stateApplied)
+	}
+}
+
+// TestAppliedAnnotationSettled: verify's Applied annotation shows the
+// requests the resize put in the spec, with no next change, as the next
+// decision will (which then has nothing to rewrite): not the old requests
+// and the change, which the next decision rewrote up to a step later, a
+// kubelet sync that held back a resize sent within a PLEG relist of it.
+func TestAppliedAnnotationSettled(t *testing.T) {
+	r, _ := unitRightsizer(t)
+	p := r.addPod(t, "web")
+	from := rightsize.Requirements{Requests: rightsize.Resources{CPU: 0.1, Memory: 64 << 20}}
+	to := rightsize.Requirements{Requests: rightsize.Resources{CPU: 0.2, Memory: 64 << 20}}
+	rec := &recommend.Recommendation{CPU: recommend.Estimate{Target: 0.2, Lower: 0.15, Upper: 0.3}, Memory: recommend.Estimate{Target: 64 << 20, Lower: 32 << 20, Upper: 128 << 20}}
+	r.mu.Lock()
+	rp := r.pods[string(p.UID)]
+	rp.decision = rightsize.Decision{Policy: "web", Mode: rightsize.ModeInPlace, Apply: true,
+		Containers: []rightsize.ContainerDecision{{Name: "app", Recommendation: rec, From: from, To: to, Changed: true}}}
+	rp.state = stateResized
+	before := recommendationOf(rp)
+	r.mu.Unlock()
+	if c := before.Containers[0].CPU; c.Request != "100m" || c.Next != "200m" {
+		t.Fatalf("before verify: request %q, next %q; want 100m, 200m", c.Request, c.Next)
+	}
+	resized := p.DeepCopy()
+	resized.Spec.Containers[0].Resources.Requests = rlist("200m", "64Mi")
+	r.Verify(resized)
+	pr, ok := r.pendingRec.get(podspec.Key(p.Namespace, p.Name))
+	if !ok {
+		t.Fatal("verify queued no annotation")
+	}
+	var got local.Recommendation
+	if err := json.Unmarshal([]byte(pr.value), &got); err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Containers[0].CPU; got.State != stateApplied || c.Request != "200m" || c.Next != "" || c.Target != "200m" {
+		t.Errorf("after verify: state %q, request %q, next %q, target %q; want %q, 200m, none, 200m", got.State, c.Request, c.Next, c.Target, stateApplied)
+	}
+	if m := got.Containers[0].Memory; m.Request != "64Mi" || m.Next != "" {
+		t.Errorf("after verify: memory request %q, next %q; want 64Mi, none", m.Request, m.Next)
+	}
+}
