@@ -806,7 +806,9 @@ func (r *Runner) holdAnnotation(uid, reason string) {
 		r.afterQuiet(write)
 		return
 	}
-	time.AfterFunc(resizedQuiet, write)
+	// The timer's goroutine is the process's own: a panic in the write is
+	// recovered and counted with the applier's.
+	time.AfterFunc(resizedQuiet, func() { _ = r.guard.Do(LoopResize, write) })
 }
 
 // WriteRecommendation patches one pod's recommendation annotation (the
