@@ -143,6 +143,56 @@ func TestCheckpointStateRollsBackOnWriteFailure(t *testing.T) {
 	}
 }
 
+// TestCheckpointFlushLeavesTheStateFree: while flush writes the file, a
+// change of release-isolation (the next annotation toggle) is not held
+// behind it; it stays unsaved, and the next flush writes it.
+func TestCheckpointFlushLeavesTheStateFree(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cp")
+	s := &checkpointState{memState: newMemState(mustSet(t, "0-3"), mustSet(t, "")), file: file}
+	a := Assignment{UID: "a", Namespace: "n", Name: "p", CPUs: mustSet(t, "1")}
+	if err := s.setAssignment(a); err != nil {
+		t.Fatal(err)
+	}
+	released := func() bool {
+		t.Helper()
+		cp, err := ReadCheckpoint(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cp["a"].ReleaseIsolation
+	}
+	a.ReleaseIsolation = true
+	if err := s.setAssignment(a); err != nil || !s.unsaved() || released() {
+		t.Fatalf("release: %v, unsaved %v, file released %v", err, s.unsaved(), released())
+	}
+	writes := 0
+	s.write = func(path string, assigned map[string]Assignment) error {
+		writes++
+		if writes == 1 {
+			if !s.mu.TryLock() {
+				t.Error("flush holds the state's lock while it writes the file")
+			} else {
+				s.mu.Unlock()
+				a.ReleaseIsolation = false // restored during the write
+				if err := s.setAssignment(a); err != nil {
+					t.Errorf("restore during the flush: %v", err)
+				}
+			}
+		}
+		return writeCheckpoint(path, assigned)
+	}
+	if err := s.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Assignment("a"); writes != 1 || !released() || got.ReleaseIsolation || !s.unsaved() {
+		t.Fatalf("after the first flush: %d writes, file released %v, memory %+v, unsaved %v; want 1, true, restored, true",
+			writes, released(), got, s.unsaved())
+	}
+	if err := s.flush(); err != nil || writes != 2 || released() || s.unsaved() {
+		t.Fatalf("second flush: %v, %d writes, file released %v, unsaved %v; want 2, false, false", err, writes, released(), s.unsaved())
+	}
+}
+
 func FuzzDecodeCheckpoint(f *testing.F) {
 	f.Add(encodeCheckpoint(map[string]Assignment{"u": {UID: "u", CPUs: mustSet(f, "1-3")}}))
 	f.Add([]byte(`{"version":1,"checksum":"","data":{}}`))

@@ -141,13 +141,23 @@ func (s *memState) snapshot() map[string]Assignment {
 // so that an fsync is on neither the annotation's path to the cgroup nor
 // the pod's next change (BenchmarkAnnotationToCgroup). A restart before it
 // restores the older flag, and the pod's first reconcile sets it from its
-// annotation.
+// annotation. flush writes a snapshot without holding mu, so the next such
+// change is not held behind its fsync either; fileMu keeps the writes of
+// the file in the order of their snapshots, so the file never goes back
+// to an older state.
 type checkpointState struct {
 	*memState
-	mu   sync.Mutex
-	file string
-	// dirty: memory holds a ReleaseIsolation the file does not have yet.
-	dirty bool
+	// fileMu serialises the writes of the file; it is taken before mu.
+	fileMu sync.Mutex
+	mu     sync.Mutex
+	file   string
+	// dirty: memory holds a ReleaseIsolation the file does not have yet;
+	// deferred counts those changes, so a flush knows whether one came
+	// after its snapshot.
+	dirty    bool
+	deferred uint64
+	// write writes the file (writeCheckpoint; tests).
+	write func(path string, assigned map[string]Assignment) error
 }
 
 // sameOwner says whether a and b differ at most in ReleaseIsolation.
@@ -156,14 +166,15 @@ func sameOwner(a, b Assignment) bool {
 }
 
 func (s *checkpointState) setAssignment(a Assignment) error {
+	if s.deferIsolation(a) {
+		return nil
+	}
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, had := s.memState.Assignment(a.UID)
 	_ = s.memState.setAssignment(a)
-	if had && sameOwner(old, a) && s.file != "" {
-		s.dirty = true
-		return nil
-	}
 	if err := s.writeLocked(); err != nil {
 		if had {
 			_ = s.memState.setAssignment(old)
@@ -175,7 +186,24 @@ func (s *checkpointState) setAssignment(a Assignment) error {
 	return nil
 }
 
+// deferIsolation records a when it changes the pod's assignment in
+// ReleaseIsolation alone, for flush, and says whether it did.
+func (s *checkpointState) deferIsolation(a Assignment) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, had := s.memState.Assignment(a.UID)
+	if !had || !sameOwner(old, a) || s.file == "" {
+		return false
+	}
+	_ = s.memState.setAssignment(a)
+	s.dirty = true
+	s.deferred++
+	return true
+}
+
 func (s *checkpointState) deleteAssignment(uid string) error {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, had := s.memState.Assignment(uid)
@@ -192,6 +220,8 @@ func (s *checkpointState) deleteAssignment(uid string) error {
 
 // replace sets the whole state at once (restore) and writes it.
 func (s *checkpointState) replace(keep map[string]Assignment) error {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.memState.mu.Lock()
@@ -208,21 +238,39 @@ func (s *checkpointState) unsaved() bool {
 }
 
 // flush writes what setAssignment left for after the cgroups; a failure
-// leaves it to the next flush.
+// leaves it to the next flush. Only the snapshot is taken under mu: a
+// change made during the write stays unsaved, for the next flush.
 func (s *checkpointState) flush() error {
+	s.fileMu.Lock()
+	defer s.fileMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.dirty {
+		s.mu.Unlock()
 		return nil
 	}
-	return s.writeLocked()
+	file, snap, upTo := s.file, s.memState.snapshot(), s.deferred
+	s.mu.Unlock()
+	if err := s.writeFile(file, snap); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.dirty = s.deferred != upTo
+	s.mu.Unlock()
+	return nil
 }
 
-// writeLocked writes the whole state; s.mu is held.
+// writeLocked writes the whole state; fileMu and mu are held.
 func (s *checkpointState) writeLocked() error {
-	if err := writeCheckpoint(s.file, s.memState.snapshot()); err != nil {
+	if err := s.writeFile(s.file, s.memState.snapshot()); err != nil {
 		return err
 	}
 	s.dirty = false
 	return nil
+}
+
+func (s *checkpointState) writeFile(path string, assigned map[string]Assignment) error {
+	if s.write != nil {
+		return s.write(path, assigned)
+	}
+	return writeCheckpoint(path, assigned)
 }
