@@ -787,11 +787,11 @@ func (r *Runner) holdAnnotation(uid, reason string) {
 		r.mu.Unlock()
 		return
 	}
-	rp.state, rp.reason, rp.lastApplied = stateResized, reason, time.Now()
 	r.holds++
 	held := r.holds
 	rp.held = held
 	r.mu.Unlock()
+	r.setState(uid, stateResized, reason, true) // annotate sees the hold: nothing written yet
 	write := func() {
 		r.mu.Lock()
 		if rp := r.pods[uid]; rp != nil && rp.held == held {
