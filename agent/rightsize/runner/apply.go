@@ -219,12 +219,12 @@ func (a *applier) applyOne(ctx context.Context, key string) error {
 		a.decided[ch.uid] = ch.decided
 		a.accepted[ch.uid] = body
 		a.mu.Unlock()
-		a.r.holdAnnotation(ch.uid, "pods/resize accepted: "+ch.summary+"; waiting for the kubelet")
 		reason, msg := "Resized", ch.summary
 		if ch.reason == "OOMBump" {
 			reason, msg = "MemoryRaisedDurably", "pods/resize accepted, so the kubelet keeps the raised limit: "+ch.summary
 		}
-		a.r.host.Emit(ref, Event{Reason: reason, Message: msg})
+		a.r.holdAnnotation(ch.uid, "pods/resize accepted: "+ch.summary+"; waiting for the kubelet",
+			func() { a.r.host.Emit(ref, Event{Reason: reason, Message: msg}) })
 		return nil
 	case apierrors.IsNotFound(err):
 		done()

@@ -4,6 +4,7 @@ package runner
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/cgpilot/cgpilot/agent/podspec"
@@ -47,7 +48,7 @@ func TestResizedAnnotationHeld(t *testing.T) {
 		return rec.State
 	}
 
-	r.holdAnnotation(uid, "pods/resize accepted")
+	r.holdAnnotation(uid, "pods/resize accepted", func() {})
 	r.annotate(p) // a decision within the hold
 	if n, s := queued(), state(); n != 0 || s != "" {
 		t.Fatalf("the annotation was queued %d times (%q) while held", n, s)
@@ -60,8 +61,8 @@ func TestResizedAnnotationHeld(t *testing.T) {
 		t.Fatalf("after the hold: queued %d times, state %q; want once, %q", n, s, stateResized)
 	}
 
-	r.holdAnnotation(uid, "pods/resize accepted again")
-	r.holdAnnotation(uid, "pods/resize accepted a third time")
+	r.holdAnnotation(uid, "pods/resize accepted again", func() {})
+	r.holdAnnotation(uid, "pods/resize accepted a third time", func() {})
 	timers[1]() // the second hold's timer: the third still holds
 	r.annotate(p)
 	if n := queued(); n != 1 {
@@ -70,6 +71,60 @@ func TestResizedAnnotationHeld(t *testing.T) {
 	r.setState(uid, stateApplied, "the kubelet applied the resize", false)
 	if n, s := queued(), state(); n != 2 || s != stateApplied {
 		t.Fatalf("verified: queued %d times, state %q; want twice, %q at once", n, s, stateApplied)
+	}
+}
+
+// TestResizedEventHeld: the Event of a resize pods/resize accepted waits
+// with its annotation (sent at acceptance, its write took the API server's
+// time while the kubelet applied the resize): the next state sends it
+// before its own, or the hold's timer does; each acceptance's Event is
+// sent once, in the order of the acceptances, also for a pod gone since.
+func TestResizedEventHeld(t *testing.T) {
+	r, _ := unitRightsizer(t)
+	var timers []func()
+	r.afterQuiet = func(f func()) { timers = append(timers, f) }
+	p := r.addPod(t, "web")
+	uid := string(p.UID)
+	var sent []string
+	emit := func(name string) func() { return func() { sent = append(sent, name) } }
+	want := func(step string, names ...string) {
+		t.Helper()
+		if !slices.Equal(sent, names) {
+			t.Fatalf("%s: Events sent %q, want %q", step, sent, names)
+		}
+	}
+
+	r.holdAnnotation(uid, "pods/resize accepted", emit("a"))
+	want("accepted")
+	timers[0]()
+	want("the hold's timer", "a")
+	timers[0]()
+	want("the timer again", "a")
+
+	r.holdAnnotation(uid, "pods/resize accepted", emit("b"))
+	r.holdAnnotation(uid, "pods/resize accepted", emit("c"))
+	want("a second acceptance while the first is held", "a", "b")
+	r.setState(uid, stateApplied, "the kubelet applied the resize", false)
+	want("verified", "a", "b", "c")
+	timers[1]()
+	timers[2]()
+	want("the timers after the Events were sent", "a", "b", "c")
+
+	r.holdAnnotation(uid, "pods/resize accepted", emit("d"))
+	r.setState(uid, stateFailed, "the kubelet refused", false)
+	sent = append(sent, "failure")
+	timers[3]()
+	want("a failure after acceptance", "a", "b", "c", "d", "failure")
+
+	r.holdAnnotation(uid, "pods/resize accepted", emit("e"))
+	r.Untrack(uid)
+	want("untracked while held", "a", "b", "c", "d", "failure")
+	timers[4]()
+	want("the timer of a pod gone", "a", "b", "c", "d", "failure", "e")
+	r.holdAnnotation(uid, "pods/resize accepted", emit("f"))
+	want("accepted for a pod not tracked", "a", "b", "c", "d", "failure", "e", "f")
+	if len(timers) != 5 {
+		t.Fatalf("%d timers, want 5: none for a pod not tracked", len(timers))
 	}
 }
 
