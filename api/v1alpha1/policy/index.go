@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"reflect"
 	"sort"
 	"sync"
 
@@ -69,6 +70,19 @@ func (x *Index) Upsert(u *unstructured.Unstructured) *Entry {
 	x.byName[name] = e
 	x.mu.Unlock()
 	return e
+}
+
+// SameRules says whether entries a and b (nil: none) select and size pods
+// alike: the same generation, spec and compile error. A policy's status
+// and metadata change none of them.
+func SameRules(a, b *Entry) bool {
+	if a == nil || b == nil || a.Object == nil || b.Object == nil {
+		return a == b
+	}
+	if (a.Err == nil) != (b.Err == nil) || (a.Err != nil && a.Err.Error() != b.Err.Error()) {
+		return false
+	}
+	return a.Object.Generation == b.Object.Generation && reflect.DeepEqual(a.Object.Spec, b.Object.Spec)
 }
 
 // Delete forgets the named policy.

@@ -20,7 +20,12 @@ import (
 // Handler returns the handlers of a dynamic informer over
 // RightsizePolicies: an added or updated object is compiled into idx, a
 // deleted one (or a tombstone's) removed; changed, when not nil, runs
-// after each. Objects that are not *unstructured.Unstructured are ignored.
+// after each that changes what the policy selects and asks
+// (policy.SameRules): not after an update of its status or metadata, nor
+// a resync. Every node's agent writes its own entry of a policy's status,
+// and each write reached every agent as a change: all its pods decided
+// again, once per node's write. Objects that are not
+// *unstructured.Unstructured are ignored.
 func Handler(idx *policy.Index, changed func()) cache.ResourceEventHandlerFuncs {
 	done := func() {
 		if changed != nil {
@@ -29,8 +34,10 @@ func Handler(idx *policy.Index, changed func()) cache.ResourceEventHandlerFuncs 
 	}
 	upsert := func(obj any) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
-			idx.Upsert(u)
-			done()
+			before, _ := idx.Get(u.GetName())
+			if after := idx.Upsert(u); !policy.SameRules(before, after) {
+				done()
+			}
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
