@@ -223,7 +223,22 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 	// each path up to pods/resize accepted (and the watch's delivery,
 	// the same for both).
 	b.ReportMetric(percentile(decidedSpec, 0.5), "decided-spec-p50-ms")
+	b.ReportMetric(percentile(decidedSpec, 0.99), "decided-spec-p99-ms")
 	b.ReportMetric(percentile(baseSpec, 0.5), "direct-spec-p50-ms")
+	b.ReportMetric(percentile(baseSpec, 0.99), "direct-spec-p99-ms")
+	// The rest, from the request in the spec to cpu.shares: the kubelet's.
+	kubelet := func(cg, spec []time.Duration) []time.Duration {
+		out := make([]time.Duration, min(len(cg), len(spec)))
+		for i := range out {
+			out[i] = cg[i] - spec[i]
+		}
+		return out
+	}
+	agentKubelet, baseKubelet := kubelet(decidedCg, decidedSpec), kubelet(baseCg, baseSpec)
+	b.ReportMetric(percentile(agentKubelet, 0.5), "agent-kubelet-p50-ms")
+	b.ReportMetric(percentile(agentKubelet, 0.99), "agent-kubelet-p99-ms")
+	b.ReportMetric(percentile(baseKubelet, 0.5), "direct-kubelet-p50-ms")
+	b.ReportMetric(percentile(baseKubelet, 0.99), "direct-kubelet-p99-ms")
 	b.ReportMetric(percentile(decidedCg, 0.5)/percentile(baseCg, 0.5), "decided/direct-p50")
 	b.ReportMetric(percentile(decidedCg, 0.99)/percentile(baseCg, 0.99), "decided/direct-p99")
 	// The agent's own clock, from its decision: the part of the path after
