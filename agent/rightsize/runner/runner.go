@@ -790,8 +790,9 @@ const resizedQuiet = time.Second
 // The acceptance's Event (emit) waits likewise: the next state sends it
 // before its own, or the timer does. Sent at acceptance, its write took
 // the API server's and the machine's time while the kubelet applied the
-// resize (BenchmarkNodeResizeToCgroup, 2026-11-29, runs interleaved: p50
-// 1.34× and 1.18× of the direct resize with it and without it).
+// resize (BenchmarkNodeResizeToCgroup, 2026-11-29, four runs each
+// interleaved: median p50 1.28× of the direct resize with it, 1.18×
+// without).
 func (r *Runner) holdAnnotation(uid, reason string, emit func()) {
 	ev := &heldEvent{emit: emit}
 	r.mu.Lock()
