@@ -6,8 +6,8 @@
 // # From a pod to a cgroup write
 //
 // A running pod given cgpilot.io/cpu-pool: exclusive, followed call by
-// call from the pod informer's update handler up to the write of a
-// container's cpuset.cpus (the status annotation, the Events and the
+// call from the pod informer's update handler up to the first write of
+// its containers' cpuset.cpus (the status annotation, the Events and the
 // metrics come after it), enters 35 files, listed in the order first
 // entered; the one hand-off is the workqueue:
 //
@@ -69,15 +69,17 @@
 //	                                   checkStatic calls for every target)
 //
 // The cores leave the shared pool, so Manager.apply writes every shared
-// pod in the same call, through the same files. With right-sizing off,
-// the eight files only Track enters drop out: 27; without the
-// RightsizePolicy CRD, index.go does. Only on some pods: the first event
-// of a pod not tracked yet (due.go; a new container's cgroup.OpenReader
-// and OOM watch), a Guaranteed pod with whole CPUs where the kubelet runs
-// the static CPU manager (refreshKubeletState, through podresources.go
-// when the kubelet's socket is configured). The informer's transform and
-// indexers run as the cache stores the pod, before the handler, in
-// informer.go and reconcile.go (sweepSlice).
+// pod in the same call, through the same files, in cgroup path order (a
+// shared pod written before the pod enters memory.go before cpu.go: it
+// has no quota to check). With right-sizing off, the eight files only
+// Track enters drop out: 27; without the RightsizePolicy CRD, index.go
+// does. Only on some pods: the first event of a pod not tracked yet
+// (due.go; a new container's cgroup.OpenReader and OOM watch), a
+// Guaranteed pod with whole CPUs where the kubelet runs the static CPU
+// manager (refreshKubeletState, through podresources.go when the
+// kubelet's socket is configured). The informer's transform and indexers
+// run as the cache stores the pod, before the handler, in informer.go
+// and reconcile.go (sweepSlice).
 //
 // Afterwards reconcile.go reports: metrics, Events, and the status
 // annotations, patched by a second worker off the write path, so an API
