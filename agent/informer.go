@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cgpilot/cgpilot/agent/kube"
+	"github.com/cgpilot/cgpilot/agent/podspec"
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/api/v1alpha1"
 	"github.com/cgpilot/cgpilot/cgroup"
@@ -80,7 +81,7 @@ func (c *controller) addHandlers(inf cache.SharedIndexInformer) error {
 			}
 			if p, ok := obj.(*corev1.Pod); ok {
 				c.rememberPod(p)
-				c.enqueue(keyOf(p.Namespace, p.Name), time.Now())
+				c.enqueue(podspec.Key(p.Namespace, p.Name), time.Now())
 			}
 		},
 	}))
@@ -120,7 +121,7 @@ func (c *controller) enqueuePod(obj any) {
 	if !ok {
 		return
 	}
-	c.enqueue(keyOf(p.Namespace, p.Name), time.Now())
+	c.enqueue(podspec.Key(p.Namespace, p.Name), time.Now())
 }
 
 // enqueue adds key and remembers when the first unprocessed change arrived,
@@ -139,7 +140,7 @@ func (c *controller) enqueueAll() {
 	now := time.Now()
 	for _, p := range c.listPods() {
 		c.rememberPod(p)
-		c.enqueue(keyOf(p.Namespace, p.Name), now)
+		c.enqueue(podspec.Key(p.Namespace, p.Name), now)
 	}
 }
 
@@ -163,7 +164,7 @@ func (c *controller) onCgroupEvent(ev cgroup.WatchEvent) {
 	if ev.Kind == cgroup.FileWritten && c.pools.Agrees(c.podInfo(p), ev.File, ev.Value) {
 		return
 	}
-	key := keyOf(p.Namespace, p.Name)
+	key := podspec.Key(p.Namespace, p.Name)
 	late := ev.Kind == cgroup.ContainerCreated || (ev.Kind == cgroup.PodCreated && ev.HasContainers)
 	if late {
 		c.mu.Lock()

@@ -49,7 +49,7 @@ func (c *controller) kubeletMayOwn(p *corev1.Pod) bool {
 	c.mu.Lock()
 	k := c.kubelet
 	c.mu.Unlock()
-	if k.Policy == "none" || k.holds(string(p.UID), keyOf(p.Namespace, p.Name)) || podspec.QoS(p) != cgroup.QoSGuaranteed {
+	if k.Policy == "none" || k.holds(string(p.UID), podspec.Key(p.Namespace, p.Name)) || podspec.QoS(p) != cgroup.QoSGuaranteed {
 		return false
 	}
 	for _, ctr := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {

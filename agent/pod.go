@@ -10,16 +10,13 @@ import (
 	local "github.com/cgpilot/cgpilot/api/local"
 )
 
-// keyOf is the workqueue key of a pod: "namespace/name".
-func keyOf(namespace, name string) string { return podspec.Key(namespace, name) }
-
 // poolPod extracts what the pools need of a pod. static says whether the
 // kubelet's static CPU manager holds CPUs for it.
 func (c *controller) poolPod(p *corev1.Pod, static bool) pools.Pod {
 	req, err := local.ParseAnnotations(p.Annotations)
 	milli := cpuDemandMilli(p)
 	info := pools.Pod{
-		Key: keyOf(p.Namespace, p.Name), UID: string(p.UID), Namespace: p.Namespace, Name: p.Name,
+		Key: podspec.Key(p.Namespace, p.Name), UID: string(p.UID), Namespace: p.Namespace, Name: p.Name,
 		Generation: p.Generation, Created: p.CreationTimestamp.Time, QoS: podspec.QoS(p), Req: req, ReqErr: err,
 		DemandMilli: milli, DemandCPUs: int((milli + 999) / 1000), KubeletStatic: static,
 	}

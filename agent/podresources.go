@@ -11,6 +11,7 @@ import (
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 	"k8s.io/utils/cpuset"
 
+	"github.com/cgpilot/cgpilot/agent/podspec"
 	"github.com/cgpilot/cgpilot/internal/cpulist"
 )
 
@@ -79,7 +80,7 @@ func (r *podResources) read(ctx context.Context) (kubeletStatic, error) {
 				}
 				ids = append(ids, int(id))
 			}
-			out.Pods[keyOf(p.GetNamespace(), p.GetName())] = true
+			out.Pods[podspec.Key(p.GetNamespace(), p.GetName())] = true
 		}
 	}
 	out.Taken = cpuset.New(ids...)

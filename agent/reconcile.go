@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cgpilot/cgpilot/agent/kube"
+	"github.com/cgpilot/cgpilot/agent/podspec"
 	"github.com/cgpilot/cgpilot/agent/pools"
 	"github.com/cgpilot/cgpilot/agent/rightsize/runner"
 	local "github.com/cgpilot/cgpilot/api/local"
@@ -92,7 +93,7 @@ func (c *controller) rememberPod(p *corev1.Pod) {
 	info := c.podInfo(p)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.known[keyOf(p.Namespace, p.Name)] = &knownPod{podRef: podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}, last: info}
+	c.known[podspec.Key(p.Namespace, p.Name)] = &knownPod{podRef: podRef{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name}, last: info}
 }
 
 // runWorker is reconcile worker i, until the queue is shut down and
@@ -264,18 +265,18 @@ func (c *controller) report(ctx context.Context, who *podRef, pod *corev1.Pod, r
 		// its own Event, and its own retry.
 		if p := c.PodByUID(uid); p != nil {
 			c.events.emit(&podRef{UID: uid, Namespace: p.Namespace, Name: p.Name}, pools.Event{Warning: true, Reason: local.EventCgroupWriteFailed, Message: err.Error()})
-			c.queue.AddRateLimited(keyOf(p.Namespace, p.Name))
+			c.queue.AddRateLimited(podspec.Key(p.Namespace, p.Name))
 		}
 	}
 	for uid := range res.Pending {
 		if p := c.PodByUID(uid); p != nil && uid != who.UID {
-			c.queue.AddAfter(keyOf(p.Namespace, p.Name), pendingRetry)
+			c.queue.AddAfter(podspec.Key(p.Namespace, p.Name), pendingRetry)
 		}
 	}
 	// Annotations go to the API server from their own worker: the next
 	// change of this pod must not wait behind this one's round trip.
 	if pod != nil && res.Status != nil {
-		key := keyOf(pod.Namespace, pod.Name)
+		key := podspec.Key(pod.Namespace, pod.Name)
 		c.mu.Lock()
 		c.pending[key] = pendingStatus{uid: string(pod.UID), status: *res.Status, allocated: res.AllocatedCPUs}
 		c.mu.Unlock()
@@ -463,7 +464,7 @@ func (c *controller) allPods() []pools.Pod {
 // podInfo is poolPod with the kubelet's static view of the pod.
 func (c *controller) podInfo(p *corev1.Pod) pools.Pod {
 	c.mu.Lock()
-	static := c.kubelet.holds(string(p.UID), keyOf(p.Namespace, p.Name))
+	static := c.kubelet.holds(string(p.UID), podspec.Key(p.Namespace, p.Name))
 	c.mu.Unlock()
 	return c.poolPod(p, static)
 }
@@ -563,7 +564,7 @@ func (c *controller) sweep(ctx context.Context, slice int) {
 	c.emitDrift(res)
 	for uid := range res.Failed {
 		if p := c.PodByUID(uid); p != nil {
-			c.queue.AddRateLimited(keyOf(p.Namespace, p.Name))
+			c.queue.AddRateLimited(podspec.Key(p.Namespace, p.Name))
 		}
 	}
 	// A release that failed (its checkpoint write) is retried from here
@@ -575,7 +576,7 @@ func (c *controller) sweep(ctx context.Context, slice int) {
 		if c.PodByUID(a.UID) != nil {
 			continue
 		}
-		key := keyOf(a.Namespace, a.Name)
+		key := podspec.Key(a.Namespace, a.Name)
 		c.mu.Lock()
 		k := c.known[key]
 		c.mu.Unlock()

@@ -136,10 +136,10 @@ func (h rsHost) Pods() []*corev1.Pod { return h.listPods() }
 
 func (h rsHost) Manages(p *corev1.Pod) bool { return !h.podInfo(p).Untouched }
 
-func (h rsHost) Requeue(p *corev1.Pod) { h.enqueue(keyOf(p.Namespace, p.Name), time.Now()) }
+func (h rsHost) Requeue(p *corev1.Pod) { h.enqueue(podspec.Key(p.Namespace, p.Name), time.Now()) }
 
 func (h rsHost) RequeueAfter(p *corev1.Pod, d time.Duration) {
-	h.queue.AddAfter(keyOf(p.Namespace, p.Name), d)
+	h.queue.AddAfter(podspec.Key(p.Namespace, p.Name), d)
 }
 
 // holdsExclusive says whether the pod runs on cores of its own (the pools'
@@ -150,5 +150,5 @@ func (c *controller) holdsExclusive(p *corev1.Pod) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.kubelet.holds(string(p.UID), keyOf(p.Namespace, p.Name))
+	return c.kubelet.holds(string(p.UID), podspec.Key(p.Namespace, p.Name))
 }

@@ -182,6 +182,15 @@ func newContainer(p *Policy, memo *decayMemo) *container {
 	return c
 }
 
+// established reports whether a container with this much history is past
+// its young days under p: ConfidenceHistory (its target is no longer
+// widened) and MinHistory. Only an established container is a member of
+// the fleet (fleet.go) and has its changes priced by the node's resize
+// budget (budget.go); a young one changes freely.
+func established(p *Policy, life time.Duration) bool {
+	return life >= time.Duration(max(p.ConfidenceHistory, p.MinHistory))
+}
+
 func (c *container) add(p *Policy, s Sample) {
 	if c.first.IsZero() {
 		c.first = s.Time

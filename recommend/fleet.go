@@ -109,12 +109,6 @@ type fleetMember struct {
 	t    *tracker
 }
 
-// established reports whether a container with this much history is a
-// member of the fleet under p.
-func established(p *Policy, life time.Duration) bool {
-	return life >= time.Duration(max(p.ConfidenceHistory, p.MinHistory))
-}
-
 // rate is the decayed realised violation rate of the members (0 before any
 // sample).
 func (f *fleetState) rate() float64 {

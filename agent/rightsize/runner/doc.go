@@ -13,11 +13,17 @@
 //	                round feeds the histograms (rightsize.Engine) and the
 //	                floors (Round); decideAll takes the pods due from
 //	                due.go's queue (no walk of every pod at a tick) →
-//	                decide → input builds the decision's view and asks
-//	                rightsize.Decide
-//	apply.go        the applier's queue (latest change per pod wins; an
-//	                OOM bump is kept under a later step change), the
-//	                pods/resize patch or the cgroup plan, Verify
+//	                decide → input builds the decision's view (policies.go's
+//	                matching, bounds.go's LimitRanges and allocatable,
+//	                apply.go's specs in force, oom.go's memoryUseLocked)
+//	                and asks rightsize.Decide
+//	apply.go        the applier's queue (pending.go: the latest change per
+//	                pod wins; an OOM bump is kept under a later step
+//	                change), the pods/resize patch or the cgroup plan,
+//	                Verify
+//
+// Those are the runner's seven of the sample's 47 files; agent/doc.go
+// lists the whole walk.
 //
 // The annotation of a change is written with the resize's outcome, after
 // the patch: a refusal or verify's Applied at once, an accepted resize a
