@@ -167,3 +167,49 @@ func TestAppliedAnnotationSettled(t *testing.T) {
 		t.Errorf("after verify: memory request %q, next %q; want 64Mi, none", m.Request, m.Next)
 	}
 }
+
+// TestSettleKeepsANewerDecision: settle decides outside the runner's lock;
+// a decision made meanwhile (the decide loop's, which may have sent a
+// resize) is newer and stays, neither replaced nor rewritten as settled.
+func TestSettleKeepsANewerDecision(t *testing.T) {
+	r, _ := unitRightsizer(t)
+	p := r.addPod(t, "web")
+	uid := string(p.UID)
+	from := rightsize.Requirements{Requests: rightsize.Resources{CPU: 0.2, Memory: 64 << 20}}
+	to := rightsize.Requirements{Requests: rightsize.Resources{CPU: 0.3, Memory: 64 << 20}}
+	newer := rightsize.Decision{Policy: "web", Mode: rightsize.ModeInPlace, Apply: true, Why: "the decide loop's",
+		Containers: []rightsize.ContainerDecision{{Name: "app", From: from, To: to, Changed: true}}}
+	resized := p.DeepCopy()
+	resized.Spec.Containers[0].Resources.Requests = rlist("200m", "64Mi")
+	once := false
+	r.beforeLookup = func(string) {
+		if once {
+			return
+		}
+		once = true
+		r.mu.Lock()
+		r.pods[uid].decide(newer)
+		r.mu.Unlock()
+	}
+	r.settle(resized)
+	if !once {
+		t.Fatal("settle made no decision input: the test does not reach the window")
+	}
+	r.mu.Lock()
+	got := r.pods[uid].decision
+	r.mu.Unlock()
+	if got.Why != newer.Why || !got.Containers[0].Changed || got.Containers[0].To != to {
+		t.Errorf("after settle: %+v; want the newer decision kept: %+v", got, newer)
+	}
+
+	// Without a decision meanwhile, settle does its work: the change is
+	// the spec's now, nothing left to change.
+	r.beforeLookup = nil
+	r.settle(resized)
+	r.mu.Lock()
+	got = r.pods[uid].decision
+	r.mu.Unlock()
+	if len(got.Containers) != 1 || got.Containers[0].Changed || got.Containers[0].From != from {
+		t.Errorf("settled: %+v; want app's From %+v, nothing changed", got.Containers, from)
+	}
+}

@@ -148,6 +148,9 @@ type rsPod struct {
 	// sent yet: the next state (verify's Applied, a failure) or the hold's
 	// timer sends it, whichever comes first.
 	heldEvent *heldEvent
+	// decisions counts the decisions made (decide), so that settle, which
+	// decides outside the lock, does not replace a later one.
+	decisions uint64
 	// oomFloor keeps an OOM-bumped memory limit from being taken back by
 	// a step decision while the kill is recent.
 	oomFloor      map[string]float64
@@ -169,6 +172,12 @@ type rsPod struct {
 	// (or as its recommendation annotation remembers them): the "before"
 	// of the capacity right-sizing released.
 	original map[string]rightsize.Requirements
+}
+
+// decide makes d the pod's decision (under Runner.mu).
+func (rp *rsPod) decide(d rightsize.Decision) {
+	rp.decision = d
+	rp.decisions++
 }
 
 // containerKey is the workload container key of a tracked pod's
@@ -460,7 +469,7 @@ func (r *Runner) decide(p *corev1.Pod, now time.Time) {
 		return
 	}
 	prev := rp.decision
-	rp.decision = d
+	rp.decide(d)
 	r.scheduleLocked(rp, now.Add(step))
 	if d.Apply {
 		rp.lastResize = now
