@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -30,7 +31,9 @@ import (
 // then the time to the request in the pod's spec (pods/resize accepted)
 // and to cpu.shares in the container's cgroup (the kubelet applied it).
 // The baseline, interleaved in the same run on a pod no policy selects, is
-// the test itself sending the same pods/resize: the ratio is what the
+// the test itself sending the same pods/resize, as soon as its own watch
+// brings the write of a policy that selects no pod (the agent decides as
+// soon as its watch brings bench's policy write): the ratio is what the
 // agent's path (informer, decision, patch, verification) adds to the
 // kubelet's own. The agent's path is timed twice: from the policy write
 // (which adds the test's read and write of the policy and the watch that
@@ -51,6 +54,14 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 			"podSelector": map[string]any{"matchLabels": map[string]any{"app": "bench"}}}
 	}
 	bd.policy(b, "bench", floor("150m"))
+	// idle selects no pod: the direct resize follows a write of it, as
+	// the agent's follows the write of bench (see below).
+	idle := func(cpu string) map[string]any {
+		spec := floor(cpu)
+		spec["podSelector"] = map[string]any{"matchLabels": map[string]any{"app": "none"}}
+		return spec
+	}
+	bd.policy(b, "idle", idle("150m"))
 	for _, p := range []*corev1.Pod{
 		busyboxPod("bench", map[string]string{"app": "bench"}, "exec sleep 3600", rl("200m", "128Mi"), rl("400m", "256Mi")),
 		busyboxPod("base", map[string]string{"app": "base"}, "exec sleep 3600", rl("200m", "128Mi"), rl("400m", "256Mi")),
@@ -70,6 +81,7 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 		})
 	}
 	settled(150)
+	idleSeen := bd.watchGenerations(b, "idle")
 	// The clocks stop on events, not on polls: a pod watch of the test's
 	// own for the request in the spec (a GET every 2 ms loaded the API
 	// server on the agent's path only: the direct patch returns the spec),
@@ -182,12 +194,16 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 		})
 		time.Sleep(max(time.Until(t0.Add(s+time.Second+100*time.Millisecond)), 1500*time.Millisecond))
 		b.StartTimer()
-		// The baseline: the same resize sent directly.
+		// The baseline: the same resize sent directly, at the same point
+		// after a policy write: the agent decides when its watch brings
+		// bench's new generation, and the API server is still at that
+		// write's work (its watchers, the controllers' metadata
+		// informers); the test sends when its own watch brings idle's.
 		// What the agent sends under KeepRatio: the request and the limit
 		// (twice the request, as created).
 		patch := fmt.Sprintf(`{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"%dm"},"limits":{"cpu":"%dm"}}}]}}`, cpu, 2*cpu)
 		fw.drain()
-		t0 = time.Now()
+		t0 = idleSeen(bd.setPolicy(b, "idle", idle(fmt.Sprintf("%dm", cpu))))
 		if _, err := bd.cs.CoreV1().Pods("default").Patch(ctx, "base", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "resize"); err != nil {
 			b.Fatal(err)
 		}
@@ -302,21 +318,67 @@ func watchRequests(b *testing.B, cs kubernetes.Interface, ns string) func(name s
 	}
 }
 
-// setPolicy replaces a RightsizePolicy's spec. The agent writes the
-// policy's status meanwhile: a conflict is retried on a fresh read.
-func (b *rsBed) setPolicy(t testing.TB, name string, spec map[string]any) {
+// setPolicy replaces a RightsizePolicy's spec and returns its new
+// generation. The agent writes the policy's status meanwhile: a conflict
+// is retried on a fresh read.
+func (b *rsBed) setPolicy(t testing.TB, name string, spec map[string]any) int64 {
 	t.Helper()
+	var gen int64
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		u, err := b.dyn.Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		u.Object["spec"] = spec
-		_, err = b.dyn.Update(context.Background(), u, metav1.UpdateOptions{})
+		u, err = b.dyn.Update(context.Background(), u, metav1.UpdateOptions{})
+		if err == nil {
+			gen = u.GetGeneration()
+		}
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	return gen
+}
+
+// watchGenerations watches the RightsizePolicy name and returns a wait:
+// the time the watch delivered generation gen (or a later one).
+func (b *rsBed) watchGenerations(t testing.TB, name string) func(gen int64) time.Time {
+	t.Helper()
+	w, err := b.dyn.Watch(context.Background(), metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	type seen struct {
+		gen int64
+		at  time.Time
+	}
+	ch := make(chan seen, 64)
+	go func() {
+		for ev := range w.ResultChan() {
+			if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+				select {
+				case ch <- seen{u.GetGeneration(), time.Now()}:
+				default:
+				}
+			}
+		}
+	}()
+	return func(gen int64) time.Time {
+		deadline := time.After(30 * time.Second)
+		for {
+			select {
+			case s := <-ch:
+				if s.gen >= gen {
+					return s.at
+				}
+			case <-deadline:
+				t.Fatalf("policy %s: generation %d not watched in 30s", name, gen)
+				return time.Time{}
+			}
+		}
 	}
 }
 
