@@ -343,27 +343,34 @@ func (b *rsBed) setPolicy(t testing.TB, name string, spec map[string]any) int64 
 }
 
 // watchGenerations watches the RightsizePolicy name and returns a wait:
-// the time the watch delivered generation gen (or a later one).
+// the time the watch delivered generation gen (or a later one). The test
+// bed's client ends every request after 30 s, a watch too: it watches
+// again (its first event is the object as it is).
 func (b *rsBed) watchGenerations(t testing.TB, name string) func(gen int64) time.Time {
 	t.Helper()
-	w, err := b.dyn.Watch(context.Background(), metav1.ListOptions{FieldSelector: "metadata.name=" + name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	type seen struct {
 		gen int64
 		at  time.Time
 	}
 	ch := make(chan seen, 64)
 	go func() {
-		for ev := range w.ResultChan() {
-			if u, ok := ev.Object.(*unstructured.Unstructured); ok {
-				select {
-				case ch <- seen{u.GetGeneration(), time.Now()}:
-				default:
+		for ctx.Err() == nil {
+			w, err := b.dyn.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			for ev := range w.ResultChan() {
+				if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+					select {
+					case ch <- seen{u.GetGeneration(), time.Now()}:
+					default:
+					}
 				}
 			}
+			w.Stop()
 		}
 	}()
 	return func(gen int64) time.Time {
