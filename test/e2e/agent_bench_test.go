@@ -60,19 +60,32 @@ func watchFiles(b *testing.B, files ...string) *fileWatch {
 	return &fileWatch{b: b, w: w}
 }
 
-// wait returns when it saw file (one of the watched) hold want (trimmed).
+// wait returns when it saw file (one of the watched) hold want (trimmed):
+// the time the event of the write that put it there came, as a watch
+// floor's is the time its handler saw the change (not after a read of
+// the file, which only checks the value); the time of the read when no
+// event of file's led to it (the value was there at once, or a poll saw
+// it).
 func (fw *fileWatch) wait(file, want string, limit time.Duration) time.Time {
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	poll := time.NewTicker(5 * time.Millisecond)
 	defer poll.Stop()
+	var at time.Time // when the event that led to this read came
 	for {
 		raw, err := os.ReadFile(file)
 		if err == nil && strings.TrimSpace(string(raw)) == want {
-			return time.Now()
+			if at.IsZero() {
+				at = time.Now()
+			}
+			return at
 		}
+		at = time.Time{}
 		select {
-		case <-fw.w.Events:
+		case ev := <-fw.w.Events:
+			if filepath.Clean(ev.Name) == filepath.Clean(file) {
+				at = time.Now()
+			}
 		case err := <-fw.w.Errors:
 			if !errors.Is(err, fsnotify.ErrEventOverflow) { // an overflow: the poll still sees the file
 				fw.b.Fatalf("%s: watch: %v", file, err)
