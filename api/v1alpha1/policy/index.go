@@ -52,14 +52,16 @@ func NewIndex() *Index { return &Index{byName: map[string]*Entry{}} }
 
 // Upsert compiles an informer's object and keeps it under its name; an
 // object whose resourceVersion did not change is not compiled again. It
-// returns the entry.
-func (x *Index) Upsert(u *unstructured.Unstructured) *Entry {
+// returns the entry, and whether what the policy selects and asks
+// changed (sameRules): an update of its status or metadata, or a resync,
+// changes nothing.
+func (x *Index) Upsert(u *unstructured.Unstructured) (*Entry, bool) {
 	name, rv := u.GetName(), u.GetResourceVersion()
 	x.mu.RLock()
 	old := x.byName[name]
 	x.mu.RUnlock()
 	if old != nil && rv != "" && old.Object.ResourceVersion == rv {
-		return old
+		return old, false
 	}
 	e := &Entry{Name: name}
 	e.Object, e.Err = Decode(u)
@@ -69,14 +71,14 @@ func (x *Index) Upsert(u *unstructured.Unstructured) *Entry {
 	x.mu.Lock()
 	x.byName[name] = e
 	x.mu.Unlock()
-	return e
+	return e, !sameRules(old, e)
 }
 
-// SameRules says whether entries a and b (nil: none) select and size pods
+// sameRules says whether entries a and b (nil: none) select and size pods
 // alike: the same generation, spec and compile error. A policy's status
 // and metadata change none of them.
-func SameRules(a, b *Entry) bool {
-	if a == nil || b == nil || a.Object == nil || b.Object == nil {
+func sameRules(a, b *Entry) bool {
+	if a == nil || b == nil {
 		return a == b
 	}
 	if (a.Err == nil) != (b.Err == nil) || (a.Err != nil && a.Err.Error() != b.Err.Error()) {

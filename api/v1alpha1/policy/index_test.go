@@ -68,8 +68,8 @@ func TestMatchUnknownNamespace(t *testing.T) {
 // one is, and a delete forgets; concurrent readers see whole entries.
 func TestIndexUpsert(t *testing.T) {
 	x := NewIndex()
-	a := x.Upsert(object(t, "p", "1", `{mode: DryRun}`))
-	if b := x.Upsert(object(t, "p", "1", `{mode: InPlace}`)); b != a {
+	a, _ := x.Upsert(object(t, "p", "1", `{mode: DryRun}`))
+	if b, _ := x.Upsert(object(t, "p", "1", `{mode: InPlace}`)); b != a {
 		t.Error("the same resourceVersion was compiled again")
 	}
 	var wg sync.WaitGroup

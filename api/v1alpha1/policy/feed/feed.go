@@ -21,7 +21,7 @@ import (
 // RightsizePolicies: an added or updated object is compiled into idx, a
 // deleted one (or a tombstone's) removed; changed, when not nil, runs
 // after each that changes what the policy selects and asks
-// (policy.SameRules): not after an update of its status or metadata, nor
+// (policy.Index.Upsert): not after an update of its status or metadata, nor
 // a resync. Every node's agent writes its own entry of a policy's status,
 // and each write reached every agent as a change: all its pods decided
 // again, once per node's write. Objects that are not
@@ -34,8 +34,7 @@ func Handler(idx *policy.Index, changed func()) cache.ResourceEventHandlerFuncs 
 	}
 	upsert := func(obj any) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
-			before, _ := idx.Get(u.GetName())
-			if after := idx.Upsert(u); !policy.SameRules(before, after) {
+			if _, changed := idx.Upsert(u); changed {
 				done()
 			}
 		}
