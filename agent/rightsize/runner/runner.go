@@ -768,7 +768,9 @@ func (r *Runner) setState(uid, state, reason string, applied bool) {
 		if applied {
 			rp.lastApplied = time.Now()
 		}
-		ev, rp.heldEvent = rp.heldEvent, nil
+		if state != stateResized { // holdAnnotation's own: its Event stays held
+			ev, rp.heldEvent = rp.heldEvent, nil
+		}
 	}
 	r.mu.Unlock()
 	if rp == nil {
@@ -815,17 +817,11 @@ func (r *Runner) holdAnnotation(uid, reason string, emit func()) {
 	r.holds++
 	held := r.holds
 	rp.held = held
+	prev := rp.heldEvent
+	rp.heldEvent = ev
 	r.mu.Unlock()
-	// annotate sees the hold: nothing written yet; an earlier
-	// acceptance's Event is sent now, before this one's.
-	r.setState(uid, stateResized, reason, true)
-	r.mu.Lock()
-	if rp := r.pods[uid]; rp != nil && rp.held == held && rp.state == stateResized {
-		rp.heldEvent = ev
-	} else {
-		defer ev.send() // the state moved on meanwhile
-	}
-	r.mu.Unlock()
+	prev.send()                                 // an earlier acceptance's Event, before this one's
+	r.setState(uid, stateResized, reason, true) // annotate sees the hold: nothing written yet
 	write := func() {
 		r.mu.Lock()
 		if rp := r.pods[uid]; rp != nil && rp.held == held {
