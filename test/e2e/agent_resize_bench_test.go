@@ -103,9 +103,7 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 		if dirs.Unified {
 			file = filepath.Join(dirs.CPU, "cpu.weight")
 		}
-		if err := fw.w.Add(file); err != nil {
-			b.Fatal(err)
-		}
+		fw.add(file)
 		return func() int64 {
 			cur, err := bd.na.kp.ReadCurrent(path)
 			if err != nil {
@@ -132,7 +130,7 @@ func BenchmarkNodeResizeToCgroup(b *testing.B) {
 				return spec, cg
 			}
 			select {
-			case <-fw.w.Events:
+			case <-fw.changed:
 			case <-poll.C:
 			case <-deadline.C:
 				p := bd.pod(b, name)
