@@ -79,6 +79,10 @@ func New(cfg *rest.Config) (*Client, error) {
 	c.APIPath = "/api"
 	c.GroupVersion = &corev1.SchemeGroupVersion
 	c.NegotiatedSerializer = serializer.NewCodecFactory(Scheme).WithoutConversion()
+	// Protobuf, as the kubelet speaks it: every pod event of the node is
+	// decoded on the way to a cgroup write (see the package doc).
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
@@ -152,7 +156,8 @@ func (c *Client) Resources(ctx context.Context, groupVersion string) ([]metav1.A
 	if groupVersion == "v1" {
 		path = "/api/v1"
 	}
-	raw, err := c.core.Get().AbsPath(path).Do(ctx).Raw()
+	// Discovery answers in JSON here: it is read raw, without the scheme.
+	raw, err := c.core.Get().AbsPath(path).SetHeader("Accept", runtime.ContentTypeJSON).Do(ctx).Raw()
 	if err != nil {
 		return nil, err
 	}
