@@ -12,6 +12,12 @@
 // every node. This package builds on client-go's REST, metadata and
 // dynamic clients with a scheme that knows core/v1 alone.
 //
+// Its core/v1 client asks for protobuf (JSON as a fallback), as the
+// kubelet does: each pod event of the node is decoded on the way to a
+// cgroup write, in 8 µs instead of JSON's 53 µs (BenchmarkPodDecode).
+// Discovery is read raw and asks for JSON; the metadata and dynamic
+// clients speak JSON (the CRD has no protobuf).
+//
 // It must not import k8s.io/client-go/kubernetes (or anything that does:
 // the shared informer factories, discovery, the dynamic and metadata
 // informer factories); hack/checkimports/walls.go enforces it for this
