@@ -34,7 +34,7 @@ func Handler(idx *policy.Index, changed func()) cache.ResourceEventHandlerFuncs 
 	}
 	upsert := func(obj any) {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
-			if _, changed := idx.Upsert(u); changed {
+			if _, newRules := idx.Upsert(u); newRules {
 				done()
 			}
 		}
