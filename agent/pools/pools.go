@@ -12,6 +12,7 @@ import (
 
 	local "github.com/cgpilot/cgpilot/api/local"
 	"github.com/cgpilot/cgpilot/cgroup"
+	"github.com/cgpilot/cgpilot/internal/cpulist"
 	"github.com/cgpilot/cgpilot/topology"
 )
 
@@ -445,7 +446,7 @@ func (m *Manager) Agrees(p Pod, file, value string) bool {
 	want, excl := m.target(p)
 	switch file {
 	case "cpuset.cpus":
-		got, err := cpuset.Parse(value)
+		got, err := cpulist.Parse(value)
 		return err == nil && got.Equals(want)
 	case "cpu.cfs_quota_us", "cpu.max":
 		unlimited := cgroup.QuotaUnlimited(value)
