@@ -92,7 +92,7 @@
 //
 // One OOM kill seen by the eBPF backend, followed call by call up to the
 // write of the raised memory limit (the recording, the Events and the
-// durable raise through pods/resize come after it), enters 26 files,
+// durable raise through pods/resize come after it), enters 27 files,
 // listed in the order first entered; the kill's one hand-off is
 // oomwatch's channel:
 //
@@ -114,8 +114,11 @@
 //	agent/rightsize/decide.go          Effective; for OOMBump roundMemory,
 //	                                   bound, floorOf, tidyMemoryLimit
 //	api/v1alpha1/policy/pod.go         Policy.ForPod
+//	api/v1alpha1/policy/policy.go      Mode.Applies; later MayBumpOOM,
+//	                                   OOMFactorOr, Allowed
 //	agent/rightsize/bumps.go           Engine.Kills, Engine.Bumps
-//	api/v1alpha1/policy/policy.go      MayBumpOOM, OOMFactorOr, Allowed
+//	recommend/policy.go                Preset (the preset's factor, the
+//	                                   policy setting no oomFactor)
 //	recommend/container.go             OOMLimit
 //	api/v1alpha1/policy/clamp.go       Policy.Bounds, Clamp (the one clamp)
 //	internal/millicpu/millicpu.go      Cores, Floor (the clamp's CPU units)
@@ -127,15 +130,17 @@
 //	                                   readMemsw, memoryValue
 //	cgroup/file.go                     readFile, at last writeFile: the
 //	                                   confined open and write
+//	cgroup/parse.go                    trimSpace (the limit), parseUint
+//	                                   (the usage)
 //	cgroup/writer.go                   apply: the checks, readCurrent, the
 //	                                   leveled passes (pod first), write
-//	cgroup/parse.go                    parseUint (the usage)
 //	cgroup/known.go                    known.write (memory files are not
 //	                                   recorded)
 //
 // Only on some kills: api/v1alpha1/policy/limitrange.go (a namespace
 // with LimitRanges), api/v1alpha1/policy/qos.go (a pod whose status has
-// no QoS class yet).
+// no QoS class yet); a policy that sets oomFactor skips
+// recommend/policy.go (26).
 //
 // The counters backend starts in counters_linux.go (readInotify or
 // readEventFD, check, diff) with parse.go and kmsg_linux.go instead of
