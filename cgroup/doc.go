@@ -10,8 +10,8 @@
 //     directories, with the naming of containerd, CRI-O and docker.
 //     LayoutConfig overrides detection for unusual nodes.
 //   - Reader (reader.go): OpenReader(dirs) holds the stat files open and
-//     Read fills a Stats (CPU, throttling, memory, working set, limit, OOM
-//     kills, PSI) with one pread per file and no allocation.
+//     Read fills a Stats (stats.go: CPU, throttling, memory, working set,
+//     limit, OOM kills, PSI) with one pread per file and no allocation.
 //   - Writer (writer.go): Apply(Plan) sets cpuset, shares/weight, CFS quota
 //     and memory limits on a pod and its containers in the leveled order
 //     documented on Apply, after safety checks, with dry-run, an audit
@@ -46,6 +46,16 @@
 // opencontainers/cgroups (openat2 confined to /sys/fs/cgroup, fstatfs check
 // elsewhere), so the host cgroupfs must be mounted at /sys/fs/cgroup. This
 // package never creates or deletes cgroups.
+//
+// One file per controller names its files on v1 and v2 and parses them:
+// cpu.go (cpu and cpuacct: cpu.stat, the CFS quota and the order of its v1
+// writes, shares and weight with the OCI runtime's conversion, KubeletQuota
+// and KubeletShares), cpuset.go (cpuset.cpus and cpuset.mems), memory.go
+// (usage, limits, memory.high, memory.stat's inactive file, the OOM-kill
+// counter, memory.oom.group) and psi.go (the *.pressure files of the v2
+// directory, also on hybrid hosts). parse.go is their allocation-free
+// parsing of file contents as bytes (decimals, PSI's two-digit fractions,
+// "key value" lines), which the Reader runs on every sample.
 //
 // Errors: every error wraps one sentinel of errors.go (ErrGone for a cgroup
 // that disappeared, ErrNotReady for one not yet created in every hierarchy,

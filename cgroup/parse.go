@@ -97,8 +97,6 @@ func parseFixed2(b []byte) (uint64, error) {
 	return n*100 + f, nil
 }
 
-// kvUint parses a "key value" line of a flat-keyed file (cpu.stat,
-// memory.stat, memory.events, memory.oom_control).
 // eachKV calls f with the key and value of each non-empty "key value"
 // line of b (every value a decimal) until f returns false; the first
 // malformed line ends it with its error. The flat-keyed files' one loop
@@ -121,6 +119,8 @@ func eachKV(b []byte, f func(key []byte, v uint64) bool) error {
 	return nil
 }
 
+// kvUint parses one "key value" line of a flat-keyed file, the value a
+// decimal.
 func kvUint(line []byte) (key []byte, v uint64, err error) {
 	key, val := cutField(line)
 	if len(key) == 0 {

@@ -226,8 +226,9 @@ var ErrNotMergeable = fmt.Errorf("%w: policy does not merge counts", ErrInvalidP
 
 // Mergeable reports whether the policy's state can be built from Counts:
 // the cgpilot engine with no peak aggregation (every preset but vpa). The
-// vpa engine weighs CPU samples by the request and keeps memory as daily
-// peaks per container, neither of which a count of samples carries.
+// vpa engine drops a CPU sample not later than the container's previous
+// one and keeps memory as daily peaks per container, neither of which a
+// count of samples carries.
 func (p *Policy) Mergeable() error {
 	switch {
 	case p.Engine != EngineCgpilot:

@@ -14,10 +14,13 @@
 // controller) returns ErrNoData, which is counted apart from errors; each
 // collector exports how often it succeeded, had no data or failed.
 //
-// Targets come from the agent (Set, Remove), already resolved to cgroup
-// directories by package cgroup: this package knows no Kubernetes types
-// and builds no cgroup path. A container whose cgroup vanished (it exited)
-// is dropped at its next read.
+// collector.go holds the Collector itself: its targets, the round (Run,
+// Collect) and the Sample and Sink types; metrics.go its series, the
+// cgpilot_collector_* ones, per-collector results included. Targets come
+// from the agent (Set, Remove), already resolved to cgroup directories by
+// package cgroup: this package knows no Kubernetes types and builds no
+// cgroup path. A container whose cgroup vanished (it exited) is dropped
+// at its next read.
 //
 // It imports cgroup, internal/loop (Options.Guard: a panicking round is
 // recovered and counted by the agent), the Prometheus client and the

@@ -17,5 +17,9 @@
 // if today's file alone reaches the cap, rows are dropped and counted
 // rather than filling the disk.
 //
+// One file, history.go, holds it all: the Store (Open, Round, Flush), the
+// day files and their pruning, and Export, the trace CSV the agent's
+// local API streams to `cgpilotctl history`.
+//
 // It imports agent/collector (its Sink) and the standard library only.
 package history

@@ -1,9 +1,17 @@
 // Package kube is the agent's way to the API server: the few calls it
 // makes, and nothing else. It lists and watches the pods of its node,
-// patches them (annotations, pods/resize) and its Node, records Events,
-// reads the owners of ReplicaSets and Jobs and the labels of namespaces as
-// metadata only, asks discovery about two group versions, and hands out the
-// dynamic client for the RightsizePolicy CRD.
+// patches them (annotations, pods/resize), reads and patches its Node,
+// lists and watches LimitRanges, records Events, reads the owners of
+// ReplicaSets and Jobs and the labels of namespaces as metadata only, asks
+// discovery about two group versions, and hands out the dynamic client for
+// the RightsizePolicy CRD.
+//
+// kube.go holds those calls: Interface, the agent's one view of the API
+// server, and Client, which implements it over client-go's REST, metadata
+// and dynamic clients with the core/v1-only Scheme. handlers.go holds
+// GuardHandlers, which runs each informer event handler under a
+// loop.Guard so that a panic does not end the process, and two constants
+// of the agent's writes: its field manager and the deadline of one patch.
 //
 // Why not client-go's clientset: kubernetes.Clientset and its scheme link
 // the typed clients, apply configurations and protobuf code of every API

@@ -22,20 +22,36 @@
 //     rate-limited; otherwise they are zero. v1 counts a kill only in the
 //     victim's own memcg; v2 counts it in every ancestor too, so each
 //     watched level (pod and container) gets its own event.
-
+//
 // The caller maps an Event to a pod by inode: Inode stats a cgroup
 // directory, and Event.Dir names the registered directory that matched.
 // The kernfs id the BPF program reads equals that directory's inode number.
 // BPF events name only the victim's own cgroup, so watch containers (and
 // pods, for kills in the pod cgroup itself).
 //
-// Errors: New fails only on bad configuration or when the caller forced a
-// backend that cannot run here (ErrUnavailable); in BackendAuto a missing
-// BPF feature is a fallback, not an error. Watch wraps ErrNotCgroup for a
-// directory that is not a memory cgroup. Every error names the file or the
-// feature and the underlying errno.
+// Files: watcher_linux.go holds the Watcher (Config, New's probe and
+// choice of backend, Watch and Unwatch, the match of a kill's inode to a
+// watched directory, the kernel clock read as wall time). bpf_linux.go is
+// the BPF backend (load, attach, the ring buffer's reader); gen.go holds
+// the go:generate line by which bpf2go compiles bpf/ into
+// oomwatch_bpfel.o and writes oomwatch_bpfel.go, the generated Go binding
+// that embeds that object. counters_linux.go is the counters backend
+// (inotify, v1 eventfds, the poll, an event per kill the counter adds),
+// kmsg_linux.go its reader of the kernel log's "oom-kill:" lines, and
+// parse.go the pure, fuzzed parsers of the counter files, kmsg records
+// and those lines. event.go holds Event and Source, errors.go the
+// sentinels.
 //
-// It imports cgroup (mount discovery), logr and internal/loop (Config.Guard:
-// a panic in a reader costs one event), no k8s.io package, and must not
-// import agent: the agent imports it.
+// Errors: New fails on bad configuration, when the cgroup mounts cannot
+// be read or the counters backend cannot start, and when the caller forced
+// a backend that cannot run here (ErrUnavailable); in BackendAuto a
+// missing BPF feature is a fallback, not an error. Watch wraps
+// ErrNotCgroup for a directory that is not a memory cgroup. Every error
+// names the file, the feature or the text at fault, and wraps the
+// underlying error (the errno) where there is one.
+//
+// It imports cgroup (mount discovery, the oom_kill counter's parser),
+// cilium/ebpf, containerd/cgroups/v3 (the v1 eventfd), x/sys/unix, logr
+// and internal/loop (Config.Guard: a panic in a reader costs one event),
+// no k8s.io package, and must not import agent: the agent imports it.
 package oomwatch

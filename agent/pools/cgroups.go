@@ -9,7 +9,7 @@ import (
 // Cgroups is what the pools need of the node's kubepods tree:
 // *cgroup.Kubepods in production. It is an interface so that the planning
 // is unit-tested on a recording fake; the kernel rules are tested on real
-// cgroups (kernel_linux_test.go).
+// cgroups (kernel_test.go).
 type Cgroups interface {
 	PodPath(uid string, qos cgroup.QoS) (string, error)
 	ContainerPath(uid string, qos cgroup.QoS, containerID string) (string, error)

@@ -4,8 +4,10 @@
 // kubelet CPU manager's split, in one package with one door:
 //
 //   - state.go: what is assigned (Reader; the writer half is unexported)
-//     and checkpoint.go, which writes it on every change (versioned,
-//     checksummed, atomic through internal/atomicfile);
+//     and checkpoint.go, its file (versioned, checksummed, atomic through
+//     internal/atomicfile), written on every change of ownership before
+//     the change reaches a cgroup (a change of ReleaseIsolation alone
+//     waits for Manager.Flush, off the path to the cgroups);
 //   - policy.go: the decision, a pure function of the state that asks
 //     package topology for the cores, so the cap, the sellable rule and
 //     explicit-set validation live there only (cgpilotctl alloc decides
@@ -19,7 +21,11 @@
 //     the pools want (else the pod is synced: drift is set back at once,
 //     and Sweep is only the slow safety net);
 //   - restore.go: the state after a start, trusting only what the agent
-//     wrote and can check.
+//     wrote and can check;
+//   - cgroups.go: the Cgroups interface, what the pools need of the
+//     kubepods tree, so that the planning is tested on a recording fake;
+//   - pod.go: the Manager's input and output, Pod and the Result of a
+//     Sync, Forget or Sweep (its status, Events, writes and failures).
 //
 // The controller (package agent) changes pool state only through Manager's
 // exported methods. Pods come in as Pod values the controller extracts

@@ -261,7 +261,7 @@ func (c *Checkpointer) defaults() {
 
 // Load restores every WorkloadRecommendation the aggregator wrote into
 // the store, page by page, and returns how many it restored. An object
-// that does not decode is logged, counted and skipped: one bad object
+// that does not decode is logged and skipped: one bad object
 // must not keep the aggregator from starting.
 func (c *Checkpointer) Load(ctx context.Context) (int, error) {
 	c.defaults()

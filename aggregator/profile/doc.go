@@ -19,6 +19,12 @@
 // a bfloat16 mean, per day a maximum), so memory grows with the number of
 // nodes and workloads only.
 //
+// Files: profile.go holds the Ring and Profiles (what each report adds,
+// the windows closed into the workloads' series, the node and workload
+// views, the hot nodes); load.go the placement side (the per-pod peaks,
+// the nodes' Load snapshot, Rule) and the one hot-node comparison that
+// the profiles and the rescheduler share.
+//
 // It imports api/report only: no client-go (the aggregator writes the
 // profiles as node annotations), nothing of agent.
 package profile

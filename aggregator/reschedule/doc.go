@@ -12,8 +12,9 @@
 // cgpilot_reschedule_pressure, one value per node (label instance) in
 // [0, 1], where 0.5 is "at the watermark". A queued node reads above 0.5;
 // any other node reads its placement ratio (profile.Rule.Ratio) halved,
-// capped at 0.5; a node without a fresh load reads 0.5 (neither a source
-// nor a destination: fail-open). The policy's thresholds are therefore
+// capped at 0.5, except that a hot node not queued (outside Hours, say)
+// reads 0.5; a node without a fresh load reads 0.5 (neither a source nor
+// a destination: fail-open). The policy's thresholds are therefore
 // fixed (targetThresholds 50, thresholds below it), whatever the
 // watermarks.
 //
@@ -26,8 +27,9 @@
 // Admit (a validating webhook on pods/eviction that only the descheduler's
 // identity reaches), which refuses forbidden pods again, holds the caps
 // (moves per node, per workload and in all per sliding hour) and takes
-// the moved pod's peak off its node's excess: a node leaves the queue as
-// soon as enough has been admitted, before its next report shows it. A
+// the moved pod's share off its node's excess (its 7-day peak from a node
+// over the rule, its latest use from a hot one): a node leaves the queue
+// as soon as enough has been admitted, before its next report shows it. A
 // pass every CheckInterval (1 min) follows each admitted move: evicted or
 // not (a PodDisruptionBudget refused it: the amount goes back to the
 // queue), and where the replacement landed. Report summarises the records
@@ -37,7 +39,14 @@
 // State is the leader's, in memory: a takeover starts with an empty queue
 // (the next pass fills it) and without the records of the old leader.
 //
-// It imports k8s.io/api types (admission, core, policy), the aggregator's
-// profile and api/report; no client-go (Cluster is implemented by package
-// kube).
+// Files: reschedule.go holds Config and the Rescheduler (the queue pass,
+// the emergencies seen in reports, each node's pressure); query.go the
+// descheduler's query, the status API of the dashboard's card
+// (PathStatus) and the answers when rescheduling is off; admission.go the
+// eviction webhook (Admit: the pods never moved, the caps); records.go the
+// move records, the check pass that follows them and the daily reports;
+// hours.go Hours, the UTC hours in which the queue pass may queue nodes.
+//
+// It imports k8s.io/api types (admission, core), the aggregator's profile
+// and api/report; no client-go (Cluster is implemented by package kube).
 package reschedule

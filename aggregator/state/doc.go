@@ -21,9 +21,16 @@
 // or Config.Step): with hysteresis each computation is a decision, as on
 // the agents. FreshUntil tells agents how long to prefer it.
 //
-// Checkpoints: Dirty, Export, Restore and Expire give the checkpoint
-// package what it writes to and reads from the API server, one workload
-// at a time (a workload's containers share a shard).
+// Checkpoints: Dirty, Export, MarkDirty, Restore and Expire give package
+// kube's Checkpointer what it writes to and reads from the API server,
+// one workload at a time (a workload's containers share a shard).
+//
+// Files: state.go holds the Store (Apply with its replay guard, the
+// windows awaiting reports, Fold's exact merge, the recommendations
+// recomputed per step, and what it answers of containers, nodes and
+// itself: Recommendation, ForNode, Node, Nodes, Entries, Stats);
+// checkpoint.go a workload's checkpoint (WorkloadState) and the calls
+// above that export, restore and expire it.
 //
 // Errors: Apply refuses replays (ErrReplayed) and reports off the grid
 // (ErrWindow) and then changes nothing.

@@ -44,6 +44,16 @@
 // their samples at a coarser time. Prefer picks the merged recommendation
 // while it is fresh and the agent's own otherwise.
 //
+// # Files
+//
+// types.go (the Report, the merged recommendations and the aggregator's
+// paths and answers; each field's rules), codec.go (Encode, Decode and
+// Validate, and the bounds they hold a report to), builder.go (the
+// Builder and the grid's timing: period, grace, staleness), client.go
+// (the Client's buffer, sending, coalescing and token, Fetch of the
+// merged recommendations, Prefer), workload.go (WorkloadOf, shared by the
+// agent and the aggregator's webhook so both key a pod alike).
+//
 // # Imports
 //
 // The standard library, recommend (the counts encoding) and internal/*

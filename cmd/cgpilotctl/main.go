@@ -1,7 +1,3 @@
-// Command cgpilotctl is the node-local debug CLI of cgpilot.
-//
-// Offline commands (topology, alloc, replay) call the libraries directly;
-// online ones talk to the agent's local API.
 package main
 
 import (

@@ -2,10 +2,11 @@
 // crash at any point leaves either the old or the new content, never a mix,
 // and keeps the evidence of a bad file without letting it pile up.
 //
-// WriteFile writes a dot-prefixed temporary file in the target's directory,
-// fsyncs it, renames it over the target and fsyncs the directory, so the
-// rename itself survives a power loss (the kubelet's filestore stops before
-// the last step). Quarantine moves a file that failed verification aside as
+// atomicfile.go holds the file operations. WriteFile writes a
+// dot-prefixed temporary file in the target's directory, fsyncs it,
+// renames it over the target and fsyncs the directory, so the rename
+// itself survives a power loss (the kubelet's filestore stops before the
+// last step). Quarantine moves a file that failed verification aside as
 // "<name>.corrupt-<UTC time>"; Clean removes temporary files a killed
 // writer left behind and all but the newest quarantined copies. Every
 // checkpoint of cgpilot goes through this package, so they share one

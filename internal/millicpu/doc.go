@@ -6,10 +6,12 @@
 // WorkloadRecommendation objects and the local API's strings (cgpilotctl)
 // all go through it, so a value reads the same everywhere.
 //
-// Ceil rounds up and Floor down, each forgiving a hair of float error at a
-// whole millicore (0.1 core is 100m, not 101m); NaN, ±Inf and values ≤ 0
-// are 0 and values above MaxCores are MaxCores, so the millicores always
-// fit an int64 with room to add.
+// millicpu.go holds the three roundings. Ceil rounds up and Floor down,
+// each forgiving a hair of float error at a whole millicore (0.1 core is
+// 100m, not 101m), and Cores is Ceil back in cores (the amount a request
+// is written as); NaN, -Inf and values ≤ 0 are 0 and values above
+// MaxCores (+Inf too) are MaxCores, so the millicores always fit an int64
+// with room to add.
 //
 // It imports only the standard library (api/local, which cgpilotctl links,
 // uses it).

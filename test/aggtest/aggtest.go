@@ -1,10 +1,3 @@
-// Package aggtest supports the aggregator's tests and its load generator:
-// serving certificates for a loopback aggregator (Certs), a replica run
-// for the length of a test (Start), and a synthetic fleet of nodes whose
-// agents' reports it builds with the real report.Builder (Fleet).
-//
-// Error contract: Certs returns errors naming the file; Start fails the
-// test. It imports the aggregator (to run it) and api/report; never agent.
 package aggtest
 
 import (

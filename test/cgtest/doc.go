@@ -7,7 +7,9 @@
 //
 // Cleanup kills the children it started (by PID), moves any task still left
 // in the sandbox back to the test's own cgroup, and removes every directory
-// it made, deepest first. It never touches a cgroup outside its parent.
+// it made, deepest first. Outside its parent it writes only the test's own
+// cgroup: the tasks it moves back and, on a unified host, the controllers
+// it enables in its cgroup.subtree_control.
 //
 // Tests that use Start must call Main from TestMain.
 //
@@ -15,6 +17,20 @@
 // (no such hierarchy, v2 controllers that cannot be enabled) skips the test
 // with the reason. KubeletTree (kubelet.go) lays out a kubelet-style
 // kubepods tree in a sandbox and reads back cpusets, quotas and the tasks'
-// allowed CPUs. cgtest imports nothing of cgpilot and nothing of
-// Kubernetes but k8s.io/utils/cpuset.
+// allowed CPUs. Of cgpilot, cgtest imports only package cgroup (the
+// cgroup.Mounts that AsRoots returns), and of Kubernetes only
+// k8s.io/utils/cpuset.
+//
+// # Files
+//
+// All three build only on Linux. cgtest.go is the sandbox: finding the
+// hierarchies in /proc/self/mountinfo and the test's own cgroups, making
+// the directories (a v1 cpuset seeded from its parent), the kubelet's pod
+// paths, and the cleanup. proc.go holds the child processes: Main's child
+// roles (busy, sleep, memory hog), Start placing a child in the sandbox
+// before it runs, and killing and waiting for it. kubelet.go is
+// KubeletTree, its pods with a busy process and a CFS quota per
+// container and what it reads back, and the sandbox presented as the
+// hierarchy roots (AsRoots) and as a procfs root with a matching
+// mountinfo (ProcRoot).
 package cgtest

@@ -7,7 +7,8 @@
 //     cgpilotctl and the aggregator image start building (test/images,
 //     cached by the hash of their inputs) while
 //  2. startCluster starts the test bed;
-//  3. images imports the image into the node's containerd (no registry);
+//  3. images imports the agent and aggregator images into the node's
+//     containerd (no registry);
 //  4. deployAgent writes a kustomize overlay of deploy/kustomize and its
 //     aggregator component with the test bed's few changes
 //     (test/deploy.TestBed and AggregatorBed, each printed with its
@@ -62,8 +63,25 @@
 // Error contract: errors wrap ErrDemo and name the step, the object or file
 // and, for a failed agent, the tail of its container log. A failed Up tears
 // down everything it started. It imports harness, images, deploy, cgroup
-// (to resolve cgroup directories), aggtest (the aggregator's certificate)
-// and the API packages (the policy and annotation types), and never the
-// agent package: it sees the agent only through the API server, the
-// cgroup files and cgpilotctl.
+// (to resolve cgroup directories), aggtest (the aggregator's certificate
+// and the API server's webhook client configuration) and the API packages
+// (the policy and annotation types), and never the agent package: it sees
+// the agent only through the API server, the cgroup files and cgpilotctl.
+//
+// # Files
+//
+// Every file builds only on Linux. demo.go is Up and its list of steps,
+// the host check, the cluster's start, the images (WriteImages for the v2
+// VM), the agent's deploy and the closing summary, Down, and
+// WaitAgentReady. pools.go is the CPU pool steps: the exclusive and
+// shared pods, the four changes and the watcher that polls their cgroup
+// files. rightsize.go is the right-sizing steps: the two policies, the
+// web Deployment and the memory hog, the in-place resize and the OOM bump.
+// cgroups.go reads the demo containers' cgroup files straight from the
+// host (cpusets and quotas, shares, memory limits, OOM kills).
+// events.go is the Warning Event check and its expected warnings per
+// cgroup mode and under emulation. aggregator.go is the aggregator and
+// dashboard steps. util.go holds the helpers the steps share: cgpilotctl
+// and kubectl runs, the agent's log tail and metrics, polling with the
+// time scale, a free port, a file copy.
 package demo

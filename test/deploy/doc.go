@@ -20,4 +20,20 @@
 // It imports no cgpilot package except, in its tests, test/tier, the
 // aggregator's constants (aggregator/auth, aggregator/webhook) and
 // test/harness in its e2e tests; it never imports agent.
+//
+// # Files
+//
+// render.go renders (Kustomize in memory, KustomizeDir on disk, Helm with
+// the pinned binary that Tool builds), decodes and finds objects, and names
+// the components, the namespace and the Kubernetes version given to Helm.
+// normalize.go removes what only the rendering tool changes and compares
+// two renders (Normalize, Diff). apply.go server-side-applies objects to an
+// API server, waiting for each CRD to be established. contract.go holds the
+// flags the manifests pass to the aggregator (the rescheduling component's
+// too) and those the aggregator component adds to the agent, which the two
+// commands' tests parse. testbed.go is TestBed, the test bed's changes to
+// the agent's manifests as a kustomize overlay, Helm values and notes;
+// testbed_aggregator.go is AggregatorBed, the same for the aggregator
+// component (host network, a serving certificate made by the caller, no
+// cert-manager).
 package deploy

@@ -9,8 +9,11 @@
 // Everything a test bed starts or creates is recorded in state.json inside
 // its directory before it is created, so Teardown can undo it from the same
 // process (t.Cleanup, SIGINT/SIGTERM) or from another one (the testbed
-// command's `down`). Processes are ended only by recorded PID, checked against
-// their recorded start time, never by name.
+// command's `down`). Processes are ended by recorded PID, checked against
+// their recorded start time, never by name alone: the only others a
+// teardown ends are the node's stray shims and processes whose command
+// line holds the test bed's own socket or directory, and what still runs
+// in the kubepods cgroups the node created.
 //
 // A node changes host state a kubelet always changes: kubepods cgroups in
 // every hierarchy, /var/lib/kubelet/device-plugins, /run/containerd/s (the
@@ -43,4 +46,26 @@
 // It imports client-go and the test images, and nothing of cgpilot's
 // production packages: the agent must be testable against it, not built
 // from it.
+//
+// # Files
+//
+// Every file builds only on Linux. controlplane.go starts etcd,
+// kube-apiserver and the controllers, stops and restarts the API server,
+// writes the admin kubeconfig and picks the free ports. etcd.go reads
+// etcd's revision and compacts its history through its JSON gateway.
+// fakenode.go creates kubelet-less Nodes and keeps them alive. pki.go is
+// the test bed's CA, the certificates it signs and the service-account
+// signing key. node_linux.go starts a real node (the node lock,
+// containerd's and the kubelet's configuration, the images, Ready),
+// restarts its kubelet, and undoes it in teardownNode. drain_linux.go
+// deletes the controllers that own the node's pods before they are drained.
+// host_linux.go records and restores the host state a node changes: host
+// paths, mounts, kubepods cgroups, sysctls, veths, the node IP on the
+// loopback device. proc_linux.go starts, identifies and stops processes by
+// their records, finds a node's stray ones by their command line, and reads
+// log tails. state.go is state.json, the
+// record a teardown works from, and the errors ErrStart and ErrTeardown.
+// teardown.go undoes a recorded test bed (Teardown); signals.go tears down
+// this process's test beds on SIGINT or SIGTERM. testing_linux.go holds the
+// helpers for tests (MustStart, MustStartNode, Node.Stop).
 package harness

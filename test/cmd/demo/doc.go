@@ -9,8 +9,9 @@
 // deploy/kustomize and a locally built image, and shows the whole agent in
 // numbered steps (see package test/demo): CPU pools, in-place right-sizing
 // and an OOM bump, through cgpilotctl beside the cgroup files; it fails if
-// an unexpected Warning Event appeared, and leaves the cluster running. down (make demo-down) deletes
-// the agent DaemonSet, then removes the test bed as `testbed down` does.
+// an unexpected Warning Event appeared, and leaves the cluster running.
+// down (make demo-down) deletes the agent DaemonSet, then removes the test
+// bed as `testbed down` does.
 // images builds (or finds in the cache) the agent and aggregator images and
 // cgpilotctl and puts them in DIR, for make demo-v2 (test/v2node/run.sh
 // packs them into the cgroup v2 VM, which has no Go toolchain).
@@ -21,5 +22,7 @@
 // (it renders deploy/kustomize and builds the agent). Errors go to stderr
 // with exit status 1.
 //
-// It only parses flags and calls package demo.
+// main.go, built only on Linux, is all of it: it parses the subcommand and
+// its flags, finds the checkout and the binaries, and calls package demo
+// (and package images, for the cache directory of images).
 package main

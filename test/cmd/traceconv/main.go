@@ -1,18 +1,3 @@
-// Command traceconv converts public usage traces into the replay trace
-// format of recommend (ts,series,cpu_cores,mem_bytes with the optional
-// window-peak columns cpu_cores_max,mem_bytes_max; see recommend/trace.go):
-//
-//	go run ./test/cmd/traceconv google2019 --src DIR --out FILE.csv.gz
-//	go run ./test/cmd/traceconv azure2017 --src DIR --out FILE.csv.gz
-//
-// DIR is a checkout (or the session fetch tool's snapshot, checked out) of
-// the source repository named in hack/traces/SOURCES; every input file is
-// checked against the SHA-256 recorded there before it is read, and a
-// mismatch or a missing file is an error that writes nothing. The output
-// is gzip-compressed CSV, rows sorted by (series, ts). hack/traces/fetch.sh
-// runs both conversions into ../shared/data/<name>/ with SHA256SUMS.
-//
-// Errors go to stderr with exit status 1 (2 for bad usage).
 package main
 
 import (

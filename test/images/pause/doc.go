@@ -3,5 +3,6 @@
 // is built statically and packed into docker.io/local/pause:1 by package
 // images, so the test bed needs no registry.
 //
-// It imports only the standard library.
+// It imports only the standard library. main.go is all of it: it waits
+// for signals, reaping every exited child on SIGCHLD.
 package main

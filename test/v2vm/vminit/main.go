@@ -1,19 +1,5 @@
 //go:build linux
 
-// Command vminit is PID 1 of the throw-away cgroup v2 VM booted by
-// test/v2vm/run.sh. It is built statically (CGO_ENABLED=0) and uses only the
-// standard library, so the initramfs needs no shell, libc or busybox.
-//
-// It mounts the pseudo filesystems (cgroup2 alone at /sys/fs/cgroup, since
-// the kernel runs with cgroup_no_v1=all), enables every controller in the
-// root's cgroup.subtree_control, runs each packed test binary from
-// /v2vm/manifest in its own directory (which holds a copy of the package's
-// testdata), prints go-test-like summary lines and the machine-readable
-// marker "V2VM: EXIT_CODE=N" that run.sh turns into its exit status, and
-// powers the VM off.
-//
-// Every line it prints itself starts with "V2VM:" so run.sh can tell them
-// from test output. It must not import anything outside the standard library.
 package main
 
 import (
