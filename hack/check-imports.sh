@@ -3,7 +3,8 @@
 # so by CI): hack/checkimports checks the import rules of its one table,
 # hack/checkimports/walls.go (what each package may depend on and who may
 # import it, tests included where a wall says so), that every package has
-# a doc comment, and that every file reading sysfs, procfs or cgroupfs,
+# a doc comment (in doc.go naming each file when it has several), and that
+# every file reading sysfs, procfs or cgroupfs,
 # however it spells the path, requires linux in its build constraint.
 #
 #   hack/check-imports.sh             check the checkout

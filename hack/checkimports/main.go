@@ -1,21 +1,3 @@
-// Command checkimports enforces cgpilot's package walls (make lint runs it
-// through hack/check-imports.sh, and so does CI):
-//
-//   - the import rules of walls.go, the one table of what each package may
-//     depend on and who may import it, with tests where a wall says so;
-//   - every package has a package doc comment;
-//   - every .go file that reads sysfs, procfs or cgroupfs requires linux in
-//     its build constraint, however it spells the path: a "/sys" or "/proc"
-//     literal, a well-known sysfs or procfs path ("devices/system/cpu/
-//     online", "self/mountinfo"), a path joined onto a root named like
-//     SysRoot or procRoot, or an import of a cgroup or procfs library.
-//
-// It prints every violation and exits 1 if there is any. With -selftest it
-// copies the checkout to a temporary directory, adds one violation of each
-// kind it must catch (selftest.go), and exits 1 unless each is reported.
-//
-// It reads the import graph from one `go list -deps -test -json` and parses
-// files with go/parser; it imports only the standard library.
 package main
 
 import (
@@ -287,12 +269,79 @@ func (g *graph) importersOf(p *pkg, dep string) string {
 func (g *graph) checkDocs() []string {
 	var vs []string
 	for _, p := range g.pkgs {
-		if g.own(p) && !isTest(p) && p.Doc == "" && p.Error == nil {
-			vs = append(vs, fmt.Sprintf("%s has no package doc comment (add a doc.go saying what it is for)", p.ImportPath))
+		if !g.own(p) || isTest(p) || p.Error != nil {
+			continue
 		}
+		if p.Doc == "" {
+			vs = append(vs, fmt.Sprintf("%s has no package doc comment (add a doc.go saying what it is for)", p.ImportPath))
+			continue
+		}
+		vs = append(vs, docNamesFiles(p.ImportPath, p.Dir)...)
 	}
 	sort.Strings(vs)
 	return vs
+}
+
+// docNamesFiles: a package of more than one file keeps its doc comment in
+// doc.go, and that comment names every other non-test file of the
+// directory, whatever its build tags or generator, so a reader finds each
+// file's job in one place. A one-file package's doc may sit on its file;
+// where it has a doc.go, that names the file.
+func docNamesFiles(path, dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return []string{fmt.Sprintf("%s: %v", path, err)}
+	}
+	var files []string
+	for _, e := range entries {
+		n := e.Name()
+		if !e.IsDir() && strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") && n != "doc.go" {
+			files = append(files, n)
+		}
+	}
+	_, err = os.Stat(filepath.Join(dir, "doc.go"))
+	if len(files) < 2 && os.IsNotExist(err) {
+		return nil
+	}
+	if os.IsNotExist(err) {
+		return []string{fmt.Sprintf("%s has %d files and no doc.go (its package doc names each file's job)", path, len(files))}
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, "doc.go"), nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		return []string{fmt.Sprintf("%s/doc.go: %v", path, err)}
+	}
+	if f.Doc == nil {
+		return []string{fmt.Sprintf("%s: the package doc comment is not in doc.go", path)}
+	}
+	text := f.Doc.Text()
+	var vs []string
+	for _, n := range files {
+		if !namesFile(text, n) {
+			vs = append(vs, fmt.Sprintf("%s/doc.go does not name %s (say its job in the package doc)", path, n))
+		}
+	}
+	return vs
+}
+
+// namesFile says whether text names the file as a word of its own
+// ("cpu.go", not inside "parsecpu.go").
+func namesFile(text, name string) bool {
+	for i := 0; ; {
+		j := strings.Index(text[i:], name)
+		if j < 0 {
+			return false
+		}
+		start, end := i+j, i+j+len(name)
+		// before it no part of a longer name; after it at most a full stop
+		if (start == 0 || !nameByte(text[start-1]) && text[start-1] != '.') && (end == len(text) || !nameByte(text[end])) {
+			return true
+		}
+		i = start + 1
+	}
+}
+
+func nameByte(b byte) bool {
+	return b == '_' || b == '-' || '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z'
 }
 
 // ---- build tags

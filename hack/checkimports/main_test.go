@@ -66,3 +66,25 @@ func TestTouches(t *testing.T) {
 		t.Errorf("a procfs import: %q", got)
 	}
 }
+
+// TestNamesFile: a doc names a file only as a word of its own.
+func TestNamesFile(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want bool
+	}{
+		{"cpu.go reads cpu.stat", true},
+		{"the stat files (cpu.go).", true},
+		{"ends with cpu.go.", true},
+		{"see cgroup/cpu.go for it", true},
+		{"parsecpu.go reads it", false},
+		{"cpu_cpu.go", false},
+		{"cpu.gox", false},
+		{"x.cpu.go", false},
+		{"", false},
+	} {
+		if got := namesFile(tc.text, "cpu.go"); got != tc.want {
+			t.Errorf("%q: %v, want %v", tc.text, got, tc.want)
+		}
+	}
+}

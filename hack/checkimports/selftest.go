@@ -53,6 +53,12 @@ var violations = []violation{
 	{"a package without a doc comment",
 		"internal/zzselftest/x.go", "package zzselftest\n",
 		[]string{mod + "/internal/zzselftest has no package doc comment"}},
+	{"a file its package's doc.go does not name",
+		"agent/pools/zz_selftest_unnamed.go", "package pools\n",
+		[]string{mod + "/agent/pools/doc.go does not name zz_selftest_unnamed.go"}},
+	{"a second file beside a one-file package's doc, and no doc.go",
+		"cmd/cgpilot-agent/zz_selftest.go", "package main\n",
+		[]string{mod + "/cmd/cgpilot-agent has 2 files and no doc.go"}},
 }
 
 // selftest copies the checkout at root, adds the violations and checks
