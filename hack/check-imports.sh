@@ -4,8 +4,8 @@
 # hack/checkimports/walls.go (what each package may depend on and who may
 # import it, tests included where a wall says so), that every package has
 # a doc comment (in doc.go naming each file when it has several), and that
-# every file reading sysfs, procfs or cgroupfs,
-# however it spells the path, requires linux in its build constraint.
+# every file reading sysfs, procfs or cgroupfs, however it spells the path,
+# requires linux in its build constraint.
 #
 #   hack/check-imports.sh             check the checkout
 #   hack/check-imports.sh -selftest   add one violation of each kind the

@@ -324,24 +324,9 @@ func docNamesFiles(path, dir string) []string {
 }
 
 // namesFile says whether text names the file as a word of its own
-// ("cpu.go", not inside "parsecpu.go").
+// ("cpu.go", not inside "parsecpu.go"; a full stop may follow it).
 func namesFile(text, name string) bool {
-	for i := 0; ; {
-		j := strings.Index(text[i:], name)
-		if j < 0 {
-			return false
-		}
-		start, end := i+j, i+j+len(name)
-		// before it no part of a longer name; after it at most a full stop
-		if (start == 0 || !nameByte(text[start-1]) && text[start-1] != '.') && (end == len(text) || !nameByte(text[end])) {
-			return true
-		}
-		i = start + 1
-	}
-}
-
-func nameByte(b byte) bool {
-	return b == '_' || b == '-' || '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z'
+	return regexp.MustCompile(`(^|[^\w.-])` + regexp.QuoteMeta(name) + `($|[^\w-])`).MatchString(text)
 }
 
 // ---- build tags
